@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * vrange.h - purgeable memory for Linux: volatile byte ranges on memfd
+ *
+ * libvrange implements John Stultz's 2012 "volatile ranges" semantics
+ * (and Android ashmem's pin/unpin) in user space.  A *region* is a memfd
+ * mapped MAP_SHARED read/write into this process.  Byte ranges of a region
+ * can be marked *volatile*: the library may then discard them, whole range
+ * at a time, least-recently-marked first, when the application asks, when a
+ * byte limit is exceeded, or when the system or cgroup runs short of memory.
+ * Unmarking reports whether anything was lost.  Touching discarded data
+ * either calls a per-region fault handler (lazy regeneration) or raises
+ * SIGBUS, as the kernel proposal did.
+ *
+ * Conventions
+ *   - Every function returns 0 (or a documented non-negative value) on
+ *     success and a negative errno on failure.  errno is not part of the
+ *     contract.
+ *   - Offsets and lengths are bytes; (off, len) is the half-open interval
+ *     [off, off + len).
+ *   - Handles are opaque.
+ *
+ * Thread safety (synchronization table)
+ *   - Every function may be called from any thread at any time.
+ *   - Calls on different regions do not serialize on a shared lock in the
+ *     intact case; calls on one region serialize on that region's lock.
+ *   - The purge engine (vr_ctx_purge, vr_ctx_set_limit, pressure, the
+ *     monitor thread and the S10 limit check in vr_mark) runs one purge per
+ *     ctx at a time and holds one region lock at a time, for one range.
+ *   - vr_region_destroy / vr_ctx_destroy must not race with other calls on
+ *     the same handle, nor with accesses to the region's memory.
+ *   - Fault handlers (vr_fault_fn) run in signal context in the faulting
+ *     thread and may call any vr_* function.
+ *
+ * Signals
+ *   The first successful vr_ctx_new() installs a process-wide SIGSEGV
+ *   handler (SA_SIGINFO|SA_ONSTACK) and keeps the one it replaced; faults
+ *   that are not on discarded pages of this library's regions are passed to
+ *   that previous handler (or get the default action).  Applications that
+ *   install a SIGSEGV handler later must chain to the one they replace.
+ *
+ * System calls and EFAULT
+ *   A system call that reads or writes a discarded page (for example
+ *   write(fd, p, n) with p in a purged range) fails with EFAULT instead of
+ *   trapping: the kernel does not deliver signals for its own accesses.
+ *   Unmark (or let the fault handler unmark) before passing volatile memory
+ *   to the kernel.
+ *
+ * fork()
+ *   Region mappings are MADV_DONTFORK: a child has none of them.  In the
+ *   child, inherited handles may only be destroyed (which frees the child's
+ *   copies and closes its fds without touching the parent's memory); every
+ *   other call on them fails with -EINVAL.  The child may create new
+ *   contexts and regions.
+ *
+ * Environment
+ *   VRANGE_DEBUG=1        log purges, pressure events, sources, skips and
+ *                         fatal faults to stderr
+ *   VRANGE_MONITOR=off|psi|cgroup2|cgroup1|meminfo
+ *                         force the monitor's pressure source
+ *   VRANGE_CGROUP_DIR=DIR use DIR as the process's cgroup v2 directory
+ *   VRANGE_TRAP=guard|mprotect
+ *                         force the trap backend
+ */
+#ifndef VRANGE_H
+#define VRANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h> /* ssize_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** One LRU + budget + pressure monitor; owns regions. */
+struct vr_ctx;
+/** One memfd, mapped MAP_SHARED read/write in this process. */
+struct vr_region;
+
+/* results of vr_mark / vr_unmark */
+#define VR_INTACT 0
+#define VR_PURGED 1
+
+/* bits of vr_status() */
+#define VR_STATE_VOLATILE (1u << 0) /* some byte of the range is volatile */
+#define VR_STATE_PURGED (1u << 1)   /* some byte lies in a purged volatile range */
+
+/* vr_ctx_new flags */
+#define VR_CTX_NO_MONITOR (1u << 0) /* start no pressure-monitor thread */
+
+/* fault handler results */
+#define VR_FAULT_RETRY 0  /* handler repopulated: re-run the access */
+#define VR_FAULT_SIGBUS 1 /* deliver SIGBUS as the kernel would     */
+
+enum vr_pressure {
+	VR_PRESSURE_NONE = 0,
+	VR_PRESSURE_MODERATE = 1,
+	VR_PRESSURE_CRITICAL = 2,
+};
+
+enum vr_stat {
+	VR_STAT_REGIONS,         /* live regions in the ctx                        */
+	VR_STAT_RANGES,          /* volatile ranges (purged or not) in the tree    */
+	VR_STAT_VOLATILE_BYTES,  /* bytes in unpurged volatile ranges              */
+	VR_STAT_PURGED_BYTES,    /* bytes in purged, still-volatile ranges         */
+	VR_STAT_RECLAIMED_BYTES, /* cumulative bytes returned to the kernel        */
+	VR_STAT_PURGES,          /* cumulative ranges purged                       */
+	VR_STAT_FAULTS,          /* cumulative faults on purged ranges handled     */
+	VR_STAT_PRESSURE_EVENTS, /* cumulative pressure signals acted on           */
+	VR_STAT_SKIPPED,         /* cumulative purges skipped (trap not armable)   */
+};
+
+/* ---------------------------------------------------------------------- */
+/* context                                                                 */
+
+/**
+ * vr_ctx_new - create a context (an LRU, a byte limit, a pressure monitor)
+ * @flags: 0 or VR_CTX_NO_MONITOR
+ * @out: receives the new context
+ *
+ * Unless VR_CTX_NO_MONITOR is given, starts one monitor thread that purges
+ * this context's volatile ranges when memory pressure is detected (see
+ * vr_ctx_monitor_source()).  A missing pressure source is not an error.
+ * The first successful call in a process installs the library's SIGSEGV
+ * handler; a failing call installs nothing.
+ *
+ * Returns: 0, -EINVAL (NULL @out, unknown flag), -ENOMEM, or the negative
+ * errno of a failed thread or fd creation.
+ * Since: 0.1
+ * Context: allocates; may create a thread; not from a fault handler.
+ */
+int vr_ctx_new(unsigned flags, struct vr_ctx **out);
+
+/**
+ * vr_ctx_destroy - destroy a context and every region it still owns
+ * @ctx: the context, or NULL (no-op)
+ *
+ * Stops and joins the monitor thread, unmaps and closes every region.
+ * Since: 0.1
+ * Context: may block until a running purge finishes; not from a fault
+ * handler.
+ */
+void vr_ctx_destroy(struct vr_ctx *ctx);
+
+/**
+ * vr_ctx_set_limit - cap the context's unpurged volatile bytes
+ * @ctx: the context
+ * @bytes: the cap, 0 for no limit
+ *
+ * When this call returns and whenever vr_mark() returns, the context's
+ * unpurged volatile bytes are at most @bytes, or nothing purgeable is left;
+ * ranges are purged least-recently-marked first to get there.
+ *
+ * Returns: 0 or -EINVAL.
+ * Since: 0.1
+ * Context: may purge (system calls); may block on region locks.
+ */
+int vr_ctx_set_limit(struct vr_ctx *ctx, size_t bytes);
+
+/**
+ * vr_ctx_purge - purge volatile ranges, least-recently-marked first
+ * @ctx: the context
+ * @bytes: purge until at least this many bytes were reclaimed or nothing
+ *         purgeable is left; 0 purges nothing, SIZE_MAX purges everything
+ *
+ * Only whole pages are reclaimed; a range without a whole page is never
+ * chosen.  A range whose trap cannot be armed (VMA limit) is skipped and
+ * counted in VR_STAT_SKIPPED.
+ *
+ * Returns: the bytes reclaimed (a multiple of the page size), or -EINVAL.
+ * Since: 0.1
+ * Context: system calls; may block on region locks.
+ */
+ssize_t vr_ctx_purge(struct vr_ctx *ctx, size_t bytes);
+
+/**
+ * vr_ctx_notify_pressure - act on a memory-pressure signal
+ * @ctx: the context
+ * @level: VR_PRESSURE_NONE (does nothing), VR_PRESSURE_MODERATE (purge
+ *         until unpurged volatile bytes are at most half of what they were)
+ *         or VR_PRESSURE_CRITICAL (purge everything purgeable)
+ *
+ * MODERATE and CRITICAL each add one to VR_STAT_PRESSURE_EVENTS.
+ *
+ * Returns: the bytes reclaimed, or -EINVAL (NULL ctx, unknown level).
+ * Since: 0.1
+ * Context: system calls; may block on region locks.
+ */
+ssize_t vr_ctx_notify_pressure(struct vr_ctx *ctx, enum vr_pressure level);
+
+/**
+ * vr_ctx_stat - read a statistic
+ * @ctx: the context (NULL returns 0)
+ * @which: a VR_STAT_* value (unknown values return 0)
+ *
+ * Returns: the statistic.
+ * Since: 0.1
+ * Context: lock-free for the gauges; takes the region-list lock briefly.
+ */
+uint64_t vr_ctx_stat(struct vr_ctx *ctx, enum vr_stat which);
+
+/** Pressure sources reported by vr_ctx_monitor_source(). */
+enum vr_monitor_source {
+	VR_MONITOR_NONE = 0,    /* no monitor thread, or no source works / off */
+	VR_MONITOR_CGROUP2 = 1, /* cgroup v2 memory.pressure / memory.events   */
+	VR_MONITOR_PSI = 2,     /* system PSI trigger on /proc/pressure/memory */
+	VR_MONITOR_CGROUP1 = 3, /* cgroup v1 memory.pressure_level              */
+	VR_MONITOR_MEMINFO = 4, /* polling /proc/meminfo MemAvailable           */
+};
+
+/**
+ * vr_ctx_monitor_source - which pressure source the monitor uses
+ * @ctx: the context
+ *
+ * Returns: a vr_monitor_source value (VR_MONITOR_NONE for NULL, for
+ * VR_CTX_NO_MONITOR, or when no source works).
+ * Since: 0.1
+ * Context: lock-free.
+ */
+int vr_ctx_monitor_source(struct vr_ctx *ctx);
+
+/**
+ * vr_monitor_source_name - printable name of a vr_monitor_source value
+ * @source: the value
+ *
+ * Returns: "none", "cgroup2", "psi", "cgroup1", "meminfo" or "unknown".
+ * Since: 0.1
+ * Context: pure.
+ */
+const char *vr_monitor_source_name(int source);
+
+/* ---------------------------------------------------------------------- */
+/* regions                                                                 */
+
+/**
+ * vr_region_new - create a region: a new memfd mapped read/write
+ * @ctx: the owning context
+ * @name: memfd name (for /proc/self/maps), or NULL for "vrange"
+ * @size: bytes, need not be a page multiple (the mapping is rounded up;
+ *        bytes past @size are not addressable through the API)
+ * @flags: must be 0
+ * @out: receives the region
+ *
+ * The region is wholly non-volatile and reads as zero; its memfd is
+ * MFD_CLOEXEC, its base page aligned.
+ *
+ * Returns: 0; -EINVAL for NULL @ctx/@out, @size 0 or too large, unknown
+ * flags; or the negative errno of memfd_create/ftruncate/mmap (nothing is
+ * leaked).
+ * Since: 0.1
+ * Context: allocates, system calls.
+ */
+int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+		  struct vr_region **out);
+
+/**
+ * vr_region_from_fd - map an existing memfd as a region
+ * @ctx: the owning context
+ * @fd: a memfd (or other tmpfs file); it is dup()ed, the caller keeps @fd
+ * @flags: must be 0
+ * @out: receives the region
+ *
+ * Maps the whole file with fresh, wholly non-volatile state (volatility is
+ * per process in v0.1).  Discarding is a property of the file: a purge in
+ * any process is seen by every mapping (others read zeros without a trap).
+ *
+ * Returns: 0; -EINVAL (negative fd, not a regular file, size 0, unknown
+ * flags, NULL pointers); -EOPNOTSUPP (not on tmpfs, or hugetlb); or the
+ * negative errno of a failed system call.
+ * Since: 0.1
+ * Context: allocates, system calls.
+ */
+int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out);
+
+/**
+ * vr_region_destroy - unmap, close and free a region
+ * @r: the region, or NULL (no-op)
+ *
+ * Since: 0.1
+ * Context: may block until a running purge of the ctx finishes.
+ */
+void vr_region_destroy(struct vr_region *r);
+
+/**
+ * vr_region_base - the region's first byte
+ * Returns: the base address, or NULL for NULL or an inherited handle.
+ * Since: 0.1
+ * Context: lock-free.
+ */
+void *vr_region_base(const struct vr_region *r);
+
+/**
+ * vr_region_size - the region's size in bytes as given at creation
+ * Returns: the size, or 0 for NULL or an inherited handle.
+ * Since: 0.1
+ * Context: lock-free.
+ */
+size_t vr_region_size(const struct vr_region *r);
+
+/**
+ * vr_region_fd - the region's memfd (owned by the region: do not close)
+ * Returns: the fd, or -EINVAL for NULL or an inherited handle.
+ * Since: 0.1
+ * Context: lock-free.
+ */
+int vr_region_fd(const struct vr_region *r);
+
+/**
+ * vr_region_of - find the region mapped at an address
+ * @addr: any address
+ *
+ * Returns: the region with base <= @addr < base + size, or NULL.
+ * Since: 0.1
+ * Context: lock-free and async-signal-safe.
+ */
+struct vr_region *vr_region_of(const void *addr);
+
+/* ---------------------------------------------------------------------- */
+/* volatility, file-offset style                                           */
+
+/**
+ * vr_mark - mark [off, off + len) volatile
+ * @r: the region
+ * @off: first byte
+ * @len: bytes, > 0
+ *
+ * Overlapping ranges are joined (purged if any of them was); the result
+ * then absorbs adjacent ranges of the same purged state.  If the result is
+ * purged, its whole pages are discarded at once.  A mark wholly inside one
+ * existing range changes nothing.  The ctx byte limit is enforced before
+ * returning.
+ *
+ * Returns: VR_PURGED if any byte of the interval lies in a purged range
+ * when the call returns, else VR_INTACT; -EINVAL for bad arguments
+ * (nothing changes); -ENOMEM.
+ * Since: 0.1
+ * Context: no system call when nothing is purged; takes the region lock.
+ */
+int vr_mark(struct vr_region *r, size_t off, size_t len);
+
+/**
+ * vr_unmark - make [off, off + len) non-volatile again
+ * @r: the region
+ * @off: first byte
+ * @len: bytes, > 0
+ *
+ * Covers the whole interval, across any number of ranges.  Afterwards the
+ * interval is readable, writable and never purged; bytes on discarded
+ * pages read as zero.
+ *
+ * Returns: VR_PURGED if any byte of the interval lay in a purged range
+ * (treat all of it as lost), else VR_INTACT; -EINVAL for bad arguments;
+ * -ENOMEM; or the negative errno of mprotect/madvise when access to
+ * discarded pages cannot be restored (then nothing changed).
+ * Since: 0.1
+ * Context: no system call when nothing in the interval was purged; may be
+ * called from a fault handler.
+ */
+int vr_unmark(struct vr_region *r, size_t off, size_t len);
+
+/**
+ * vr_status - volatility of [off, off + len)
+ * Returns: a mask of VR_STATE_VOLATILE (some byte is volatile) and
+ * VR_STATE_PURGED (some byte lies in a purged range), 0, or -EINVAL.
+ * Since: 0.1
+ * Context: no system call.
+ */
+int vr_status(struct vr_region *r, size_t off, size_t len);
+
+/* ---------------------------------------------------------------------- */
+/* volatility, pointer style                                               */
+
+/**
+ * vr_mark_ptr - vr_mark() on the region that holds [addr, addr + len)
+ * Returns: as vr_mark(); -EINVAL if the interval is not wholly inside one
+ * region.
+ * Since: 0.1
+ * Context: as vr_mark().
+ */
+int vr_mark_ptr(void *addr, size_t len);
+
+/**
+ * vr_unmark_ptr - vr_unmark() on the region that holds [addr, addr + len)
+ * Returns: as vr_unmark(); -EINVAL if the interval is not wholly inside one
+ * region.
+ * Since: 0.1
+ * Context: as vr_unmark().
+ */
+int vr_unmark_ptr(void *addr, size_t len);
+
+/* ---------------------------------------------------------------------- */
+/* lazy access                                                             */
+
+/**
+ * vr_fault_fn - called when a thread touches a discarded page
+ * @r: the region
+ * @off: start of the purged range holding the page
+ * @len: length of that range
+ * @fault_addr: the faulting address, exact to the byte
+ * @arg: the pointer given to vr_region_set_fault_handler()
+ *
+ * Runs in signal context in the faulting thread.  Typically calls
+ * vr_unmark(r, off, len), refills the data and returns VR_FAULT_RETRY.
+ *
+ * Returns: VR_FAULT_RETRY to re-run the access, VR_FAULT_SIGBUS to get
+ * SIGBUS (BUS_ADRERR, si_addr = @fault_addr).  After 8 consecutive
+ * re-faults at one address with no purge or unmark in between, SIGBUS is
+ * delivered whatever the handler returns.
+ */
+typedef int (*vr_fault_fn)(struct vr_region *r, size_t off, size_t len, void *fault_addr, void *arg);
+
+/**
+ * vr_region_set_fault_handler - set or remove (fn == NULL) the handler
+ * Returns: 0 or -EINVAL.
+ * Since: 0.1
+ * Context: takes the region lock.
+ */
+int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg);
+
+/** Trap backends reported by vr_trap_backend(). */
+enum vr_trap {
+	VR_TRAP_NONE = 0,     /* not chosen yet (no ctx created)          */
+	VR_TRAP_GUARD = 1,    /* madvise(MADV_GUARD_INSTALL/REMOVE)       */
+	VR_TRAP_MPROTECT = 2, /* mprotect(PROT_NONE / PROT_READ|WRITE)    */
+};
+
+/**
+ * vr_trap_backend - which mechanism traps discarded pages
+ * Returns: a vr_trap value; chosen once per process at the first
+ * vr_ctx_new() (VRANGE_TRAP forces one).
+ * Since: 0.1
+ * Context: lock-free.
+ */
+int vr_trap_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VRANGE_H */

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* ctx.c - contexts: lifecycle, limit, explicit purge, pressure, stats */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "private.h"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void global_init(void)
+{
+	vr_log_init();
+	vr_pg_shift = (unsigned)__builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
+}
+
+_export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
+{
+	if (!out || (flags & ~VR_CTX_NO_MONITOR))
+		return -EINVAL;
+	pthread_once(&init_once, global_init);
+	int err = vr_fork_setup();
+	if (err < 0)
+		return err;
+	pthread_mutex_lock(&vr_global_lock);
+	err = vr_trap_init();
+	pthread_mutex_unlock(&vr_global_lock);
+	if (err < 0)
+		return err;
+
+	struct vr_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->purge_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	c->flags = flags;
+	c->fork_gen = atomic_load(&vr_fork_gen);
+	if (!(flags & VR_CTX_NO_MONITOR)) {
+		err = vr_monitor_start(c);
+		if (err < 0)
+			goto fail;
+	}
+	/* last: a failing vr_ctx_new installs nothing (S13) */
+	err = vr_fault_install();
+	if (err < 0) {
+		vr_monitor_stop(c, false);
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->purge_lock);
+	free(c);
+	return err;
+}
+
+_export_ void vr_ctx_destroy(struct vr_ctx *c)
+{
+	if (!c)
+		return;
+	bool inherited = vr_inherited_ctx(c);
+	vr_monitor_stop(c, inherited);
+	if (inherited) {
+		while (c->regions)
+			vr_region_free(c->regions, true);
+		free(c);
+		return;
+	}
+	pthread_mutex_lock(&c->purge_lock);
+	pthread_mutex_lock(&c->lock);
+	while (c->regions)
+		vr_region_free(c->regions, false);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->purge_lock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->purge_lock);
+	free(c);
+}
+
+static bool live(const struct vr_ctx *c)
+{
+	return c && !vr_inherited_ctx(c);
+}
+
+_export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
+{
+	if (!live(c))
+		return -EINVAL;
+	atomic_store(&c->limit, bytes);
+	if (bytes && atomic_load(&c->volatile_bytes) > bytes) {
+		ssize_t n = vr_purge_lru(c, VR_PURGE_VOLATILE, bytes);
+		if (n < 0)
+			return (int)n;
+	}
+	return 0;
+}
+
+_export_ ssize_t vr_ctx_purge(struct vr_ctx *c, size_t bytes)
+{
+	if (!live(c))
+		return -EINVAL;
+	if (bytes == 0)
+		return 0;
+	return vr_purge_lru(c, VR_PURGE_BYTES, bytes);
+}
+
+_export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level)
+{
+	if (!live(c) || (unsigned)level > VR_PRESSURE_CRITICAL)
+		return -EINVAL;
+	if (level == VR_PRESSURE_NONE)
+		return 0;
+	atomic_fetch_add(&c->pressure_events, 1);
+	vr_dbg("pressure %s", level == VR_PRESSURE_CRITICAL ? "critical" : "moderate");
+	if (level == VR_PRESSURE_CRITICAL)
+		return vr_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
+	return vr_purge_lru(c, VR_PURGE_VOLATILE, atomic_load(&c->volatile_bytes) / 2);
+}
+
+_export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
+{
+	if (!live(c))
+		return 0;
+	switch (which) {
+	case VR_STAT_REGIONS:
+		return atomic_load(&c->nregions_stat);
+	case VR_STAT_RANGES:
+		return atomic_load(&c->ranges);
+	case VR_STAT_VOLATILE_BYTES:
+		return atomic_load(&c->volatile_bytes);
+	case VR_STAT_PURGED_BYTES:
+		return atomic_load(&c->purged_bytes);
+	case VR_STAT_RECLAIMED_BYTES:
+		return atomic_load(&c->reclaimed_bytes);
+	case VR_STAT_PURGES:
+		return atomic_load(&c->purges);
+	case VR_STAT_FAULTS:
+		return atomic_load(&c->faults);
+	case VR_STAT_PRESSURE_EVENTS:
+		return atomic_load(&c->pressure_events);
+	case VR_STAT_SKIPPED:
+		return atomic_load(&c->skipped);
+	}
+	return 0;
+}
+
+_export_ int vr_ctx_monitor_source(struct vr_ctx *c)
+{
+	return live(c) ? atomic_load(&c->monitor_source) : VR_MONITOR_NONE;
+}
+
+_export_ const char *vr_monitor_source_name(int source)
+{
+	static const char *const names[] = { "none", "cgroup2", "psi", "cgroup1", "meminfo" };
+	if (source < 0 || (size_t)source >= VR_ARRAY_SIZE(names))
+		return "unknown";
+	return names[source];
+}

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * fault.c - turning traps on discarded pages into fault callbacks or SIGBUS
+ * (API S13)
+ *
+ * One process-wide SIGSEGV handler (SA_SIGINFO|SA_ONSTACK|SA_NODEFER),
+ * installed by the first successful vr_ctx_new(), keeping the previous
+ * sigaction.  For a kernel-generated fault the handler
+ *   1. finds the region by address in the lock-free registry;
+ *   2. takes the region lock (see private.h for why that is safe) and asks
+ *      the map whether the page is a whole page of a purged range;
+ *   3. if so, calls the region's vr_fault_fn outside the lock, or delivers
+ *      SIGBUS (BUS_ADRERR, si_addr exact) with the kernel's forced-signal
+ *      semantics: a blocked or ignored SIGBUS is unblocked and reset to
+ *      the default action;
+ *   4. if not, the fault may be stale (the page was restored between the
+ *      trap and the lookup): the access is re-run once; a second fault at
+ *      the same address with no arm/disarm in the region since then is
+ *      foreign and goes to the previous handler.
+ * Faults outside every region and signals sent by kill/tgkill/sigqueue
+ * (si_code <= 0) go straight to the previous handler, called as its
+ * SA_SIGINFO flag says, with its sa_mask blocked, SA_RESETHAND honoured;
+ * with no previous handler they get the default action.
+ *
+ * Only async-signal-safe calls are made here: sigaction, pthread_sigmask,
+ * syscall(), write, and pthread_mutex_lock on a region lock that this
+ * thread cannot hold (checked through vr_tls_held).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "private.h"
+
+#define MAX_REFAULTS 8
+
+static struct sigaction prev; /* written once before the handler goes live */
+static _Atomic bool installed;
+
+struct fault_tls {
+	void *addr;
+	uint64_t gen;
+	unsigned count;
+};
+static __thread struct fault_tls ftls __attribute__((tls_model("initial-exec")));
+
+/* ---- async-signal-safe formatting for VRANGE_DEBUG ---- */
+static char *put_str(char *p, const char *s)
+{
+	while (*s)
+		*p++ = *s++;
+	return p;
+}
+
+static char *put_hex(char *p, uint64_t v)
+{
+	char tmp[17];
+	int n = 0;
+	*p++ = '0';
+	*p++ = 'x';
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len)
+{
+	char buf[256], *p = buf;
+	p = put_str(p, "vrange: SIGBUS on discarded page: region ");
+	p = put_hex(p, (uintptr_t)r);
+	p = put_str(p, " offset ");
+	p = put_hex(p, (uint64_t)((uint8_t *)addr - r->base));
+	p = put_str(p, " range ");
+	p = put_hex(p, start);
+	p = put_str(p, "+");
+	p = put_hex(p, len);
+	p = put_str(p, "\n");
+	*p = 0;
+	vr_log_raw(buf);
+}
+
+/* ---- delivery ---- */
+static void set_default(int sig)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+static void deliver_sigbus(void *addr, ucontext_t *uc)
+{
+	struct sigaction cur;
+	sigset_t mask;
+	sigaction(SIGBUS, NULL, &cur);
+	pthread_sigmask(SIG_SETMASK, NULL, &mask);
+	bool blocked = sigismember(&mask, SIGBUS) || sigismember(&uc->uc_sigmask, SIGBUS);
+	bool ignored = !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN;
+	/* the kernel's forced-signal rule: blocked or ignored -> default */
+	if (blocked || ignored)
+		set_default(SIGBUS);
+	if (blocked) {
+		sigset_t bus;
+		sigemptyset(&bus);
+		sigaddset(&bus, SIGBUS);
+		pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+		sigdelset(&uc->uc_sigmask, SIGBUS);
+	}
+	siginfo_t info;
+	memset(&info, 0, sizeof(info));
+	info.si_signo = SIGBUS;
+	info.si_code = BUS_ADRERR;
+	info.si_addr = addr;
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &info);
+}
+
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction p = prev;
+	bool from_kernel = si->si_code > 0;
+	if (!(p.sa_flags & SA_SIGINFO) && (p.sa_handler == SIG_DFL || p.sa_handler == SIG_IGN)) {
+		if (!from_kernel && p.sa_handler == SIG_IGN)
+			return;
+		/* the default action, as if the library were absent */
+		set_default(SIGSEGV);
+		if (!from_kernel)
+			syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig, si);
+		/* a kernel fault re-faults on return and kills the process */
+		return;
+	}
+	if (p.sa_flags & SA_RESETHAND) {
+		prev.sa_handler = SIG_DFL;
+		prev.sa_flags = 0;
+	}
+	sigset_t m = p.sa_mask, old;
+	if (!(p.sa_flags & SA_NODEFER))
+		sigaddset(&m, SIGSEGV);
+	pthread_sigmask(SIG_BLOCK, &m, &old);
+	if (p.sa_flags & SA_SIGINFO)
+		p.sa_sigaction(sig, si, uc);
+	else
+		p.sa_handler(sig);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void segv_handler(int sig, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+	ucontext_t *uc = ucv;
+	struct vr_region *held = vr_tls_held;
+	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
+	if (!r) {
+		forward(sig, si, ucv);
+		goto out;
+	}
+	void *addr = si->si_addr;
+	if (held == r) {
+		/* an async handler touched the region its thread is changing */
+		deliver_sigbus(addr, uc);
+		goto out;
+	}
+
+	uint64_t off = (uint64_t)((uint8_t *)addr - r->base), start = 0, len = 0, p0, p1;
+	bool claimed = false;
+	vr_fault_fn fn = NULL;
+	void *arg = NULL;
+	pthread_mutex_lock(&r->lock);
+	vr_tls_held = r;
+	struct vr_range *x = vr_map_first_end_after(&r->map, off);
+	if (x && x->start <= off && vr_range_purged(x) &&
+	    vr_whole_pages(x->start, x->end, r->map.page_shift, &p0, &p1) && off >= p0 && off < p1) {
+		claimed = true;
+		start = x->start;
+		len = x->end - x->start;
+		fn = r->fault_fn;
+		arg = r->fault_arg;
+	}
+	uint64_t gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed);
+	vr_tls_held = held;
+	pthread_mutex_unlock(&r->lock);
+
+	bool same = ftls.addr == addr && ftls.gen == gen;
+	if (!claimed) {
+		if (same) {
+			/* faulted again with nothing changed: not ours */
+			ftls.addr = NULL;
+			forward(sig, si, ucv);
+			goto out;
+		}
+		ftls = (struct fault_tls){ addr, gen, 0 };
+		goto out; /* re-run the access */
+	}
+	atomic_fetch_add_explicit(&r->ctx->faults, 1, memory_order_relaxed);
+	ftls.count = same ? ftls.count + 1 : 1;
+	ftls.addr = addr;
+	ftls.gen = gen;
+	if (fn && ftls.count <= MAX_REFAULTS &&
+	    fn(r, (size_t)start, (size_t)len, addr, arg) == VR_FAULT_RETRY)
+		goto out;
+	ftls.addr = NULL;
+	if (vr_debug)
+		log_sigbus(r, addr, start, len);
+	deliver_sigbus(addr, uc);
+out:
+	errno = saved_errno;
+}
+
+int vr_fault_install(void)
+{
+	int err = 0;
+	if (atomic_load(&installed))
+		return 0;
+	pthread_mutex_lock(&vr_global_lock);
+	if (!atomic_load(&installed)) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = segv_handler;
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGSEGV, &sa, &prev) < 0)
+			err = -errno;
+		else
+			atomic_store(&installed, true);
+	}
+	pthread_mutex_unlock(&vr_global_lock);
+	return err;
+}

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * private.h - internal types shared by the subsystems of libvrange
+ *
+ * LOCKING (the rules every file must respect)
+ *
+ *   ctx->purge_lock   one purge engine run per ctx at a time (vr_ctx_purge,
+ *                     limit, pressure, monitor); also held by
+ *                     vr_region_destroy / vr_ctx_destroy so that a purge
+ *                     never sees a region being freed.
+ *   ctx->lock         the ctx's region list (regions, nregions).
+ *   region->lock      the region's range map, fault handler, purge cursor.
+ *
+ *   Nesting order:  purge_lock  ->  ctx->lock  ->  region->lock.
+ *   At most ONE region lock is held at any time, by anybody.  vr_mark
+ *   drops its region lock before it enforces the ctx limit.
+ *   Gauges and counters are atomics in the ctx (no lock).
+ *
+ *   The SIGSEGV handler (fault.c) may take a region lock: it runs in a
+ *   thread that touched region memory, and the library never touches
+ *   region memory itself, so that thread holds no library lock -- except
+ *   when an asynchronous signal handler touches volatile memory while its
+ *   thread sits inside the library holding that same region's lock; the
+ *   per-thread vr_tls_held records which region lock a thread holds, and
+ *   the fault path delivers SIGBUS instead of deadlocking in that case.
+ *
+ * FORK
+ *
+ *   vr_fork_gen is bumped in the child (pthread_atfork).  Objects created
+ *   under another generation are inherited: their locks may be held by
+ *   threads that do not exist in the child, so the child never takes them;
+ *   only destroy is allowed, and it frees memory and closes fds without
+ *   locking, unmapping (MADV_DONTFORK: nothing is mapped) or joining.
+ */
+#ifndef VR_PRIVATE_H
+#define VR_PRIVATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vrange.h"
+#include "macro.h"
+#include "range-map.h"
+
+struct vr_monitor;
+
+struct vr_ctx {
+	pthread_mutex_t purge_lock;
+	pthread_mutex_t lock;
+	struct vr_region *regions; /* protected by lock; doubly linked */
+	size_t nregions;           /* protected by lock */
+	uint64_t purge_gen;        /* protected by purge_lock */
+	unsigned fork_gen;         /* vr_fork_gen at creation; immutable */
+	unsigned flags;            /* immutable */
+
+	/* gauges and counters: atomics, updated under the region lock that
+	 * changed them, read without locks */
+	_Atomic uint64_t age;     /* last age stamp handed out */
+	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
+	_Atomic uint64_t reclaimed_bytes, purges, faults, pressure_events, skipped;
+	_Atomic uint64_t nregions_stat;
+	_Atomic size_t limit; /* 0 = none */
+
+	struct vr_monitor *monitor; /* owned by monitor.c; NULL if none */
+	_Atomic int monitor_source; /* enum vr_monitor_source */
+};
+
+struct vr_region {
+	pthread_mutex_t lock;
+	struct vr_map map;       /* protected by lock */
+	vr_fault_fn fault_fn;    /* protected by lock */
+	void *fault_arg;         /* protected by lock */
+	struct vr_region *prev, *next; /* ctx->regions, protected by ctx->lock */
+	struct vr_ctx *ctx;      /* immutable */
+	uint8_t *base;           /* immutable */
+	size_t size;             /* immutable: bytes given at creation */
+	size_t map_size;         /* immutable: page rounded */
+	int fd;                  /* immutable */
+	unsigned fork_gen;       /* immutable */
+	_Atomic uint64_t oldest_age; /* LRU head's age or UINT64_MAX (hint) */
+	_Atomic uint64_t trap_gen;   /* bumped by every arm/disarm in the region */
+};
+
+/* ---- fork.c ---- */
+extern _Atomic unsigned vr_fork_gen;
+int vr_fork_setup(void); /* registers the atfork handlers once */
+static inline bool vr_inherited_ctx(const struct vr_ctx *c)
+{
+	return c->fork_gen != atomic_load_explicit(&vr_fork_gen, memory_order_relaxed);
+}
+static inline bool vr_inherited_region(const struct vr_region *r)
+{
+	return r->fork_gen != atomic_load_explicit(&vr_fork_gen, memory_order_relaxed);
+}
+
+/* ---- global lock for one-time setup, usable across fork ---- */
+extern pthread_mutex_t vr_global_lock;
+
+/* ---- region.c ---- */
+extern __thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
+void vr_region_lock(struct vr_region *r) _nonnull_();
+void vr_region_unlock(struct vr_region *r) _nonnull_();
+void vr_region_publish_oldest(struct vr_region *r) _nonnull_(); /* lock held */
+/* ends the ranges of r, freeing nodes and subtracting the ctx gauges */
+void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
+/* unlinks from the ctx and frees; ctx->purge_lock and ctx->lock held
+ * unless inherited */
+void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
+
+/* ---- purge.c: the only place that arms traps and punches holes ---- */
+int vr_purge_range(struct vr_region *r, struct vr_range *rg) _nonnull_(); /* lock held */
+/* discard [p0, p1) (page aligned) now: arm + punch; 0 or -errno, undone on error */
+int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
+int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
+
+enum vr_purge_goal {
+	VR_PURGE_BYTES,    /* reclaim at least n bytes */
+	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
+};
+ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
+
+/* ---- trap.c: backends ---- */
+int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
+int vr_trap_arm(void *addr, size_t len);
+int vr_trap_disarm(void *addr, size_t len);
+int vr_trap_current(void);
+
+/* ---- registry.c: address -> region, lock-free for readers ---- */
+int vr_registry_add(struct vr_region *r) _nonnull_();
+void vr_registry_remove(struct vr_region *r) _nonnull_();
+struct vr_region *vr_registry_lookup(const void *addr); /* async-signal-safe */
+void vr_registry_atfork_prepare(void);
+void vr_registry_atfork_parent(void);
+void vr_registry_atfork_child(void);
+
+/* ---- fault.c ---- */
+int vr_fault_install(void); /* installs the SIGSEGV handler once */
+
+/* ---- monitor.c ---- */
+/* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread
+ * creation); a missing pressure source is not an error */
+int vr_monitor_start(struct vr_ctx *ctx) _nonnull_();
+/* stop and join (if inherited: only release fds and memory) */
+void vr_monitor_stop(struct vr_ctx *ctx, bool inherited) _nonnull_();
+
+/* ---- log.c ---- */
+extern int vr_debug; /* VRANGE_DEBUG */
+void vr_log_init(void);
+void vr_log(const char *fmt, ...) _printf_(1, 2);
+#define vr_dbg(...)                                                                                \
+	do {                                                                                       \
+		if (_unlikely_(vr_debug))                                                          \
+			vr_log(__VA_ARGS__);                                                       \
+	} while (0)
+/* async-signal-safe: writes a preformatted string to stderr */
+void vr_log_raw(const char *s) _nonnull_();
+
+extern unsigned vr_pg_shift; /* log2(page size), set by the first vr_ctx_new */
+static inline unsigned vr_page_shift(void)
+{
+	return vr_pg_shift;
+}
+
+#endif

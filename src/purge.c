@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * purge.c - the purge engine: the only code that arms traps and punches
+ * holes in region memfds.
+ *
+ * Discarding pages, in this order (architecture.md, problem 2):
+ *   1. arm the trap on the whole pages (a thread touching them from now on
+ *      faults and waits on the region lock in the fault path);
+ *   2. punch the hole: the data is gone, but nobody can read zeros as data
+ *      since every access traps;
+ *   3. publish "purged" in the map.
+ * All three happen under the region lock, so vr_unmark / vr_status / the
+ * fault path see either the intact range or the purged one.  If the trap
+ * cannot be armed (ENOMEM at the VMA limit) nothing is punched and the
+ * range is skipped, keeping its data and its LRU place.
+ *
+ * LRU across regions: each region keeps its own list ordered by age; a
+ * purge run merges them by age with a small heap of regions, re-reading a
+ * region's candidate under its lock (ages in a region only grow, so a
+ * stale heap key is never too young).  Skipped ranges are stepped over via
+ * the region's purge cursor, valid for one purge generation.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "private.h"
+
+int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
+{
+	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
+	int err = vr_trap_arm(r->base + p0, p1 - p0);
+	if (err < 0)
+		return err;
+	if (fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
+		      (off_t)(p1 - p0)) < 0) {
+		err = -errno;
+		vr_trap_disarm(r->base + p0, p1 - p0);
+		return err;
+	}
+	return 0;
+}
+
+int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
+{
+	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
+	return vr_trap_disarm(r->base + p0, p1 - p0);
+}
+
+int vr_purge_range(struct vr_region *r, struct vr_range *rg)
+{
+	struct vr_ctx *c = r->ctx;
+	uint64_t p0, p1;
+	if (!vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1))
+		return -EINVAL; /* never on the LRU */
+	int err = vr_discard_pages(r, p0, p1);
+	if (err < 0) {
+		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
+		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
+		       (unsigned long long)rg->start, (unsigned long long)rg->end,
+		       strerror(-err));
+		return err;
+	}
+	uint64_t len = rg->end - rg->start;
+	vr_lru_remove(&r->map, rg);
+	rg->age_flags |= VR_RANGE_PURGED;
+	atomic_fetch_sub_explicit(&c->volatile_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->purged_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->reclaimed_bytes, p1 - p0, memory_order_relaxed);
+	vr_dbg("purged region %p range [%llu, %llu): %llu bytes reclaimed", (void *)r,
+	       (unsigned long long)rg->start, (unsigned long long)rg->end,
+	       (unsigned long long)(p1 - p0));
+	return 0;
+}
+
+struct cand {
+	uint64_t age;
+	struct vr_region *r;
+};
+
+static void sift_down(struct cand *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && h[l].age < h[m].age)
+			m = l;
+		if (l + 1 < n && h[l + 1].age < h[m].age)
+			m = l + 1;
+		if (m == i)
+			return;
+		struct cand t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint64_t reclaimed)
+{
+	if (goal == VR_PURGE_BYTES)
+		return reclaimed >= n;
+	return atomic_load_explicit(&c->volatile_bytes, memory_order_relaxed) <= n;
+}
+
+/* the region's next candidate for this purge generation; lock held */
+static struct vr_range *cursor(struct vr_region *r, uint64_t gen)
+{
+	if (r->map.cursor_gen != gen) {
+		r->map.cursor_gen = gen;
+		r->map.cursor = r->map.lru_head;
+	}
+	return r->map.cursor;
+}
+
+ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
+{
+	uint64_t reclaimed = 0;
+	pthread_mutex_lock(&c->purge_lock);
+	if (goal_met(c, goal, n, 0)) {
+		pthread_mutex_unlock(&c->purge_lock);
+		return 0;
+	}
+	uint64_t gen = ++c->purge_gen;
+
+	/* regions cannot go away while purge_lock is held */
+	pthread_mutex_lock(&c->lock);
+	size_t nh = 0, cap = c->nregions;
+	struct cand *h = cap ? malloc(cap * sizeof(*h)) : NULL;
+	if (cap && !h) {
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->purge_lock);
+		return -ENOMEM;
+	}
+	for (struct vr_region *r = c->regions; r; r = r->next) {
+		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
+		if (age != UINT64_MAX)
+			h[nh++] = (struct cand){ age, r };
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = nh / 2; i-- > 0;)
+		sift_down(h, nh, i);
+
+	while (nh > 0 && !goal_met(c, goal, n, reclaimed)) {
+		struct vr_region *r = h[0].r;
+		vr_region_lock(r);
+		struct vr_range *rg = cursor(r, gen);
+		if (!rg) {
+			vr_region_unlock(r);
+			h[0] = h[--nh];
+			sift_down(h, nh, 0);
+			continue;
+		}
+		uint64_t age = vr_range_age(rg);
+		if (nh > 1 && (age > h[1].age || (nh > 2 && age > h[2].age))) {
+			/* stale key: another region holds an older range */
+			vr_region_unlock(r);
+			h[0].age = age;
+			sift_down(h, nh, 0);
+			continue;
+		}
+		uint64_t p0, p1;
+		vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1);
+		r->map.cursor = rg->next;
+		if (vr_purge_range(r, rg) == 0) {
+			reclaimed += p1 - p0;
+			vr_region_publish_oldest(r);
+		}
+		rg = r->map.cursor;
+		vr_region_unlock(r);
+		h[0].age = rg ? vr_range_age(rg) : UINT64_MAX;
+		if (!rg)
+			h[0] = h[--nh];
+		sift_down(h, nh, 0);
+	}
+	free(h);
+	pthread_mutex_unlock(&c->purge_lock);
+	return (ssize_t)reclaimed;
+}

@@ -1,0 +1,543 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * region.c - regions (memfd + mapping) and the volatility calls on them
+ *
+ * vr_mark / vr_unmark / vr_status run under the region lock and make no
+ * system call unless a purged range is involved (S16).  Whatever touches
+ * protections or punches holes goes through purge.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "private.h"
+
+__thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
+
+void vr_region_lock(struct vr_region *r)
+{
+	pthread_mutex_lock(&r->lock);
+	vr_tls_held = r;
+}
+
+void vr_region_unlock(struct vr_region *r)
+{
+	vr_tls_held = NULL;
+	pthread_mutex_unlock(&r->lock);
+}
+
+void vr_region_publish_oldest(struct vr_region *r)
+{
+	uint64_t age = r->map.lru_head ? vr_range_age(r->map.lru_head) : UINT64_MAX;
+	atomic_store_explicit(&r->oldest_age, age, memory_order_relaxed);
+}
+
+static inline uint64_t page_mask(void)
+{
+	return ((uint64_t)1 << vr_page_shift()) - 1;
+}
+
+/* ---- gauges ---- */
+static void gauge_add(struct vr_ctx *c, const struct vr_range *rg, int sign)
+{
+	uint64_t len = rg->end - rg->start;
+	_Atomic uint64_t *g = vr_range_purged(rg) ? &c->purged_bytes : &c->volatile_bytes;
+	if (sign > 0) {
+		atomic_fetch_add_explicit(g, len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->ranges, 1, memory_order_relaxed);
+	} else {
+		atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&c->ranges, 1, memory_order_relaxed);
+	}
+}
+
+/* a range enters the tree (and the LRU if it can be purged) */
+static void range_link(struct vr_region *r, struct vr_range *rg, struct vr_range *lru_pos)
+{
+	vr_map_insert(&r->map, rg);
+	gauge_add(r->ctx, rg, +1);
+	if (!vr_range_purged(rg) &&
+	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL)) {
+		if (lru_pos)
+			vr_lru_insert_after(&r->map, lru_pos, rg);
+		else
+			vr_lru_append(&r->map, rg);
+	}
+}
+
+static void range_unlink(struct vr_region *r, struct vr_range *rg)
+{
+	if (vr_range_on_lru(rg))
+		vr_lru_remove(&r->map, rg);
+	vr_map_erase(&r->map, rg);
+	gauge_add(r->ctx, rg, -1);
+}
+
+/* ---- argument checks ---- */
+static int check_live(const struct vr_region *r)
+{
+	if (!r || vr_inherited_region(r))
+		return -EINVAL;
+	return 0;
+}
+
+static int check_span(const struct vr_region *r, size_t off, size_t len)
+{
+	if (check_live(r) < 0 || len == 0 || off > r->size || len > r->size - off)
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- mark ---- */
+
+/* S4: discard the whole pages of [s, e) that are not whole pages of a
+ * purged range already in the map (those are discarded).  Called with the
+ * lock held, before the map changes.  Best effort: a gap whose trap cannot
+ * be armed keeps its data (untrapped) and is counted as skipped; the range
+ * becomes purged all the same, so nothing is ever reported intact. */
+static uint64_t purge_at_once(struct vr_region *r, uint64_t s, uint64_t e)
+{
+	unsigned sh = r->map.page_shift;
+	uint64_t w0, w1, cur, reclaimed = 0;
+	if (!vr_whole_pages(s, e, sh, &w0, &w1))
+		return 0;
+	cur = w0;
+	for (struct vr_range *c = vr_map_first_end_after(&r->map, s);; c = vr_map_next(&r->map, c)) {
+		uint64_t c0 = w1, c1 = w1;
+		if (c && c->start < e) {
+			if (!vr_range_purged(c) || !vr_whole_pages(c->start, c->end, sh, &c0, &c1))
+				continue;
+		}
+		if (cur < c0) {
+			if (vr_discard_pages(r, cur, c0) == 0)
+				reclaimed += c0 - cur;
+			else
+				atomic_fetch_add_explicit(&r->ctx->skipped, 1, memory_order_relaxed);
+		}
+		cur = c1;
+		if (!c || c->start >= e)
+			break;
+	}
+	return reclaimed;
+}
+
+static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	struct vr_map *m = &r->map;
+	struct vr_ctx *c = r->ctx;
+	struct vr_range *first = vr_map_first_end_after(m, a);
+
+	/* wholly inside one range: nothing changes (S3, S8) */
+	if (first && first->start <= a && first->end >= b)
+		return vr_range_purged(first) ? VR_PURGED : VR_INTACT;
+
+	/* step 1: join every overlapping range */
+	uint64_t s = a, e = b;
+	bool purged = false;
+	for (struct vr_range *x = first; x && x->start < b; x = vr_map_next(m, x)) {
+		if (x->start < s)
+			s = x->start;
+		if (x->end > e)
+			e = x->end;
+		purged |= vr_range_purged(x);
+	}
+	/* step 2: absorb adjacent ranges of the same state, repeatedly */
+	for (struct vr_range *p = vr_map_last_start_before(m, s);
+	     p && p->end == s && vr_range_purged(p) == purged; p = vr_map_prev(m, p))
+		s = p->start;
+	for (struct vr_range *n = vr_map_first_end_after(m, e);
+	     n && n->start == e && vr_range_purged(n) == purged; n = vr_map_next(m, n))
+		e = n->end;
+
+	struct vr_range *nr = vr_map_alloc(m);
+	if (!nr)
+		return -ENOMEM;
+	uint64_t reclaimed = purged ? purge_at_once(r, s, e) : 0;
+	/* commit: every range inside [s, e) is a constituent */
+	struct vr_range *x = vr_map_first_end_after(m, s);
+	while (x && x->start < e) {
+		struct vr_range *next = vr_map_next(m, x);
+		range_unlink(r, x);
+		vr_map_free(m, x);
+		x = next;
+	}
+	nr->start = s;
+	nr->end = e;
+	nr->age_flags = purged ? VR_RANGE_PURGED : 0;
+	vr_range_set_age(nr, atomic_fetch_add_explicit(&c->age, 1, memory_order_relaxed) + 1);
+	range_link(r, nr, NULL);
+	if (purged) {
+		atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->reclaimed_bytes, reclaimed, memory_order_relaxed);
+		vr_dbg("mark over purged: range [%llu, %llu) purged at once, %llu bytes reclaimed",
+		       (unsigned long long)s, (unsigned long long)e, (unsigned long long)reclaimed);
+	}
+	vr_region_publish_oldest(r);
+	return purged ? VR_PURGED : VR_INTACT;
+}
+
+static int status_locked(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	int st = 0;
+	for (struct vr_range *x = vr_map_first_end_after(&r->map, a); x && x->start < b;
+	     x = vr_map_next(&r->map, x)) {
+		st |= VR_STATE_VOLATILE;
+		if (vr_range_purged(x))
+			return VR_STATE_VOLATILE | VR_STATE_PURGED;
+	}
+	return st;
+}
+
+_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	vr_region_lock(r);
+	rc = mark_locked(r, off, off + len);
+	vr_region_unlock(r);
+	if (rc < 0)
+		return rc;
+
+	/* S10: the limit, enforced outside the region lock */
+	struct vr_ctx *c = r->ctx;
+	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	if (limit && atomic_load_explicit(&c->volatile_bytes, memory_order_relaxed) > limit) {
+		vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (rc == VR_INTACT) {
+			vr_region_lock(r);
+			rc = (status_locked(r, off, off + len) & VR_STATE_PURGED) ? VR_PURGED
+										  : VR_INTACT;
+			vr_region_unlock(r);
+		}
+	}
+	return rc;
+}
+
+/* ---- unmark ---- */
+static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	struct vr_map *m = &r->map;
+	unsigned sh = m->page_shift;
+	struct vr_range *first = vr_map_first_end_after(m, a);
+	if (!first || first->start >= b)
+		return VR_INTACT; /* nothing volatile in the interval */
+
+	/* pass 1: what was purged, which trapped pages must be restored */
+	bool purged = false, split = false;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	struct vr_range *x;
+	for (x = first; x && x->start < b; x = vr_map_next(m, x)) {
+		uint64_t p0, p1;
+		if (x->start < a && x->end > b)
+			split = true;
+		if (!vr_range_purged(x))
+			continue;
+		purged = true;
+		if (!vr_whole_pages(x->start, x->end, sh, &p0, &p1))
+			continue;
+		/* trapped pages of x that share a byte with [a, b) */
+		uint64_t q0 = a & ~page_mask(), q1 = (b + page_mask()) & ~page_mask();
+		if (q0 < p0)
+			q0 = p0;
+		if (q1 > p1)
+			q1 = p1;
+		if (q0 < q1) {
+			if (q0 < lo)
+				lo = q0;
+			if (q1 > hi)
+				hi = q1;
+		}
+	}
+	struct vr_range *spare = NULL;
+	if (split) {
+		spare = vr_map_alloc(m);
+		if (!spare)
+			return -ENOMEM;
+	}
+	if (lo < hi) {
+		int err = vr_restore_pages(r, lo, hi);
+		if (err < 0) {
+			if (spare)
+				vr_map_free(m, spare);
+			return err;
+		}
+	}
+
+	/* pass 2: cut [a, b) out; pieces keep their age, state and LRU place.
+	 * Changing a kept piece's bounds in place keeps the tree ordered:
+	 * no other range lies in the part that was cut. */
+	x = first;
+	while (x && x->start < b) {
+		struct vr_range *next = vr_map_next(m, x);
+		uint64_t s = x->start, e = x->end;
+		if (s >= a && e <= b) {
+			range_unlink(r, x);
+			vr_map_free(m, x);
+			x = next;
+			continue;
+		}
+		bool on = vr_range_on_lru(x);
+		gauge_add(r->ctx, x, -1);
+		if (s < a && e > b) {
+			spare->start = b;
+			spare->end = e;
+			spare->age_flags = x->age_flags & ~(uint64_t)VR_RANGE_ONLRU;
+			vr_map_insert(m, spare);
+			gauge_add(r->ctx, spare, +1);
+			if (on && vr_whole_pages(b, e, sh, NULL, NULL))
+				vr_lru_insert_after(m, x, spare);
+			spare = NULL;
+			x->end = a;
+		} else if (s < a) {
+			x->end = a;
+		} else {
+			x->start = b;
+		}
+		gauge_add(r->ctx, x, +1);
+		if (on && !vr_whole_pages(x->start, x->end, sh, NULL, NULL))
+			vr_lru_remove(m, x);
+		x = next;
+	}
+	if (spare)
+		vr_map_free(m, spare);
+	vr_region_publish_oldest(r);
+	return purged ? VR_PURGED : VR_INTACT;
+}
+
+_export_ int vr_unmark(struct vr_region *r, size_t off, size_t len)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	vr_region_lock(r);
+	rc = unmark_locked(r, off, off + len);
+	vr_region_unlock(r);
+	return rc;
+}
+
+_export_ int vr_status(struct vr_region *r, size_t off, size_t len)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	vr_region_lock(r);
+	rc = status_locked(r, off, off + len);
+	vr_region_unlock(r);
+	return rc;
+}
+
+/* ---- pointer style ---- */
+static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
+{
+	struct vr_region *r = vr_registry_lookup(addr);
+	if (!r || len == 0)
+		return -EINVAL;
+	*off = (size_t)((uint8_t *)addr - r->base);
+	if (len > r->size - *off)
+		return -EINVAL;
+	*rp = r;
+	return 0;
+}
+
+_export_ int vr_mark_ptr(void *addr, size_t len)
+{
+	struct vr_region *r;
+	size_t off;
+	int rc = ptr_span(addr, len, &r, &off);
+	return rc < 0 ? rc : vr_mark(r, off, len);
+}
+
+_export_ int vr_unmark_ptr(void *addr, size_t len)
+{
+	struct vr_region *r;
+	size_t off;
+	int rc = ptr_span(addr, len, &r, &off);
+	return rc < 0 ? rc : vr_unmark(r, off, len);
+}
+
+/* ---- lifecycle ---- */
+static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region **out)
+{
+	struct vr_region *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	size_t map_size = (size + page_mask()) & ~(size_t)page_mask();
+	void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		int err = -errno;
+		free(r);
+		return err;
+	}
+	if (madvise(p, map_size, MADV_DONTFORK) < 0) {
+		int err = -errno;
+		munmap(p, map_size);
+		free(r);
+		return err;
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	vr_map_init(&r->map, vr_page_shift());
+	r->ctx = ctx;
+	r->base = p;
+	r->size = size;
+	r->map_size = map_size;
+	r->fd = fd;
+	r->fork_gen = ctx->fork_gen;
+	atomic_init(&r->oldest_age, UINT64_MAX);
+	int err = vr_registry_add(r);
+	if (err < 0) {
+		munmap(p, map_size);
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return err;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	r->next = ctx->regions;
+	if (ctx->regions)
+		ctx->regions->prev = r;
+	ctx->regions = r;
+	ctx->nregions++;
+	atomic_fetch_add_explicit(&ctx->nregions_stat, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&ctx->lock);
+	*out = r;
+	return 0;
+}
+
+static bool size_ok(size_t size)
+{
+	size_t pm = (size_t)page_mask();
+	return size != 0 && size <= SIZE_MAX - pm && size + pm <= (size_t)INT64_MAX;
+}
+
+_export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+			   struct vr_region **out)
+{
+	if (!ctx || !out || flags || !size_ok(size) || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	int fd = memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	int err = region_map(ctx, fd, size, out);
+	if (err < 0)
+		close(fd);
+	return err;
+}
+
+_export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
+{
+	struct stat st;
+	struct statfs sfs;
+	if (!ctx || !out || flags || fd < 0 || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	if (fstat(fd, &st) < 0)
+		return errno == EBADF ? -EINVAL : -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0)
+		return -EINVAL;
+	if (fstatfs(fd, &sfs) < 0)
+		return -errno;
+	if (sfs.f_type != TMPFS_MAGIC)
+		return -EOPNOTSUPP; /* hugetlbfs memfds land here too */
+	if (!size_ok((size_t)st.st_size))
+		return -EINVAL;
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (nfd < 0)
+		return -errno;
+	int err = region_map(ctx, nfd, (size_t)st.st_size, out);
+	if (err < 0)
+		close(nfd);
+	return err;
+}
+
+void vr_region_release(struct vr_region *r, bool inherited)
+{
+	struct vr_ctx *c = r->ctx;
+	if (!inherited) {
+		/* subtract what is still in the map from the ctx gauges */
+		for (struct vr_range *x = vr_map_first_end_after(&r->map, 0); x;
+		     x = vr_map_next(&r->map, x))
+			gauge_add(c, x, -1);
+	}
+	vr_map_fini(&r->map);
+}
+
+/* called with ctx->purge_lock and ctx->lock held unless inherited */
+void vr_region_free(struct vr_region *r, bool inherited)
+{
+	struct vr_ctx *c = r->ctx;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		c->regions = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	c->nregions--;
+	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
+	if (!inherited) {
+		vr_registry_remove(r);
+		munmap(r->base, r->map_size);
+		pthread_mutex_destroy(&r->lock);
+	}
+	vr_region_release(r, inherited);
+	close(r->fd);
+	free(r);
+}
+
+_export_ void vr_region_destroy(struct vr_region *r)
+{
+	if (!r)
+		return;
+	struct vr_ctx *c = r->ctx;
+	if (vr_inherited_region(r)) {
+		vr_region_free(r, true);
+		return;
+	}
+	pthread_mutex_lock(&c->purge_lock);
+	pthread_mutex_lock(&c->lock);
+	vr_region_free(r, false);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->purge_lock);
+}
+
+_export_ void *vr_region_base(const struct vr_region *r)
+{
+	return check_live(r) < 0 ? NULL : r->base;
+}
+
+_export_ size_t vr_region_size(const struct vr_region *r)
+{
+	return check_live(r) < 0 ? 0 : r->size;
+}
+
+_export_ int vr_region_fd(const struct vr_region *r)
+{
+	return check_live(r) < 0 ? -EINVAL : r->fd;
+}
+
+_export_ struct vr_region *vr_region_of(const void *addr)
+{
+	return vr_registry_lookup(addr);
+}
+
+_export_ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg)
+{
+	if (check_live(r) < 0)
+		return -EINVAL;
+	vr_region_lock(r);
+	r->fault_fn = fn;
+	r->fault_arg = fn ? arg : NULL;
+	vr_region_unlock(r);
+	return 0;
+}

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * registry.c - process-wide address -> region map, read from signal handlers
+ *
+ * Readers (vr_region_of, pointer-style calls, the SIGSEGV handler) must be
+ * lock-free and async-signal-safe in ANY thread, including threads the
+ * library never saw.  That rules out the liburcu flavors we could use here:
+ * qsbr and memb/mb need every reader thread registered (we do not own the
+ * application's threads, and registering from a signal handler is not
+ * async-signal-safe), and bp registers a thread lazily on its first read
+ * (malloc + mutex: not async-signal-safe on first use in a handler).
+ * Debian's liburcu 0.13 also lacks ThreadSanitizer annotations.
+ *
+ * So the registry is a tiny purpose-built RCU: an immutable sorted array
+ * published through one atomic pointer, and two reader counters indexed by
+ * the parity of an epoch.  A reader increments readers[epoch & 1], loads
+ * the pointer, searches, decrements.  A writer (serialized by wlock)
+ * publishes a new array, then twice flips the epoch and waits for the
+ * counter of the parity it left to drain; after the two flips no reader
+ * can hold the old array, which is then freed.  Reader sections are a
+ * binary search long, so writers wait microseconds at most.  All accesses
+ * are seq_cst C11 atomics, which ThreadSanitizer understands.
+ *
+ * Caveat (documented in the README): a signal handler that creates or
+ * destroys a region while it interrupted a registry reader in the same
+ * thread would wait for itself.  The library's own reader sections never
+ * call out, so only asynchronous handlers doing that could hit it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "private.h"
+
+struct entry {
+	uintptr_t base, end;
+	struct vr_region *r;
+};
+
+struct snap {
+	size_t n;
+	struct entry e[];
+};
+
+static _Atomic(struct snap *) current;
+static _Atomic unsigned long epoch;
+static _Atomic long readers[2];
+static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
+
+struct vr_region *vr_registry_lookup(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct vr_region *found = NULL;
+	unsigned long e = atomic_load(&epoch);
+	atomic_fetch_add(&readers[e & 1], 1);
+	struct snap *s = atomic_load(&current);
+	if (s) {
+		size_t lo = 0, hi = s->n;
+		while (lo < hi) { /* first entry with base > a */
+			size_t mid = lo + (hi - lo) / 2;
+			if (s->e[mid].base <= a)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo > 0 && a < s->e[lo - 1].end)
+			found = s->e[lo - 1].r;
+	}
+	atomic_fetch_sub(&readers[e & 1], 1);
+	return found;
+}
+
+static void synchronize(void)
+{
+	for (int i = 0; i < 2; i++) {
+		unsigned long e = atomic_fetch_add(&epoch, 1);
+		while (atomic_load(&readers[e & 1]) != 0)
+			sched_yield();
+	}
+}
+
+/* publish a copy of the current array with r added (add) or removed */
+static int update(struct vr_region *r, bool add)
+{
+	pthread_mutex_lock(&wlock);
+	struct snap *old = atomic_load(&current);
+	size_t n = old ? old->n : 0, k = 0;
+	struct snap *s = malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
+	if (!s) {
+		pthread_mutex_unlock(&wlock);
+		return -ENOMEM;
+	}
+	uintptr_t base = (uintptr_t)r->base;
+	bool placed = !add;
+	for (size_t i = 0; i < n; i++) {
+		if (old->e[i].r == r)
+			continue;
+		if (!placed && old->e[i].base > base) {
+			s->e[k++] = (struct entry){ base, base + r->size, r };
+			placed = true;
+		}
+		s->e[k++] = old->e[i];
+	}
+	if (!placed)
+		s->e[k++] = (struct entry){ base, base + r->size, r };
+	s->n = k;
+	atomic_store(&current, s);
+	synchronize();
+	free(old);
+	pthread_mutex_unlock(&wlock);
+	return 0;
+}
+
+int vr_registry_add(struct vr_region *r)
+{
+	return update(r, true);
+}
+
+void vr_registry_remove(struct vr_region *r)
+{
+	/* on ENOMEM, leave the array as is but make the entry unreachable
+	 * is not possible without allocation: retry until memory frees up */
+	while (update(r, false) < 0)
+		sched_yield();
+}
+
+void vr_registry_atfork_prepare(void)
+{
+	pthread_mutex_lock(&wlock);
+}
+
+void vr_registry_atfork_parent(void)
+{
+	pthread_mutex_unlock(&wlock);
+}
+
+void vr_registry_atfork_child(void)
+{
+	/* the child has none of the parent's mappings (MADV_DONTFORK) */
+	free(atomic_load(&current));
+	atomic_store(&current, NULL);
+	atomic_store(&readers[0], 0);
+	atomic_store(&readers[1], 0);
+	pthread_mutex_init(&wlock, NULL);
+}

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * tests.h - helpers shared by libvrange's own test programs
+ *
+ * Scenarios: cmocka installs its own SIGSEGV/SIGBUS handlers around every
+ * test with signal(), replacing the library's.  Anything that needs the
+ * fault path (or must die) runs as a scenario: main() calls
+ * vt_scenario_dispatch() first; a cmocka test calls vt_run_scenario(name),
+ * which fork()s and exec()s "/proc/self/exe --scenario NAME" so that the
+ * scenario runs in a fresh process with default signal dispositions.  It
+ * reports through its exit status (0 ok, 3 check failed) or its signal.
+ */
+#ifndef VT_TESTS_H
+#define VT_TESTS_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <vrange.h>
+
+static inline size_t vt_pg(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static inline uint64_t vt_mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/* byte i of data generation gen */
+static inline uint8_t vt_pat(uint64_t gen, size_t i)
+{
+	return (uint8_t)(vt_mix(gen * 0x100000001B3ull + (i >> 3)) >> ((i & 7) * 8));
+}
+
+static inline void vt_fill(uint8_t *p, size_t off, size_t len, uint64_t gen)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = vt_pat(gen, off + i);
+}
+
+/* index of the first byte that differs from the pattern, or SIZE_MAX */
+static inline size_t vt_check(const uint8_t *p, size_t off, size_t len, uint64_t gen)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != vt_pat(gen, off + i))
+			return i;
+	return SIZE_MAX;
+}
+
+static inline int vt_all_zero(const uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+struct vt_rng {
+	uint64_t s;
+};
+static inline uint64_t vt_next(struct vt_rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return r->s * 2685821657736338717ull;
+}
+static inline uint64_t vt_below(struct vt_rng *r, uint64_t n)
+{
+	return n ? vt_next(r) % n : 0;
+}
+static inline void vt_seed(struct vt_rng *r, uint64_t seed)
+{
+	r->s = vt_mix(seed) | 1;
+}
+
+/* seed from VT_SEED or the clock, printed so a failure can be replayed */
+static inline uint64_t vt_get_seed(const char *what)
+{
+	const char *e = getenv("VT_SEED");
+	uint64_t s = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+	fprintf(stderr, "%s: seed=%" PRIu64 " (replay with VT_SEED=%" PRIu64 ")\n", what, s, s);
+	return s;
+}
+
+/* checks usable in scenario processes and threads (no cmocka state) */
+__attribute__((noreturn, format(printf, 4, 5))) static inline void
+vt_die(const char *file, int line, const char *expr, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s:%d: CHECK FAILED: %s ", file, line, expr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+	_exit(3);
+}
+#define CK(cond, ...)                                                                              \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			vt_die(__FILE__, __LINE__, #cond, "" __VA_ARGS__);                         \
+	} while (0)
+#define CK_EQ(a, b)                                                                                \
+	do {                                                                                       \
+		long long vt_a_ = (long long)(a), vt_b_ = (long long)(b);                          \
+		if (vt_a_ != vt_b_)                                                                \
+			vt_die(__FILE__, __LINE__, #a " == " #b, "(%lld != %lld)", vt_a_, vt_b_);  \
+	} while (0)
+
+static inline void vt_default_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+struct vt_scenario {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* returns -1 if argv is not a scenario call; else the scenario's result */
+static inline int vt_scenario_dispatch(int argc, char **argv, const struct vt_scenario *t, size_t n,
+				       unsigned timeout_s)
+{
+	if (argc != 3 || strcmp(argv[1], "--scenario") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(t[i].name, argv[2]) == 0) {
+			struct rlimit rl = { 0, 0 };
+			setrlimit(RLIMIT_CORE, &rl);
+			vt_default_signals();
+			alarm(timeout_s);
+			t[i].fn();
+			fflush(stdout);
+			fflush(stderr);
+			return 0;
+		}
+	fprintf(stderr, "unknown scenario %s\n", argv[2]);
+	return 2;
+}
+
+/* raw wait status of "<this executable> --scenario name" */
+static inline int vt_run_scenario(const char *name)
+{
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		vt_default_signals();
+		execl("/proc/self/exe", "vt-scenario", "--scenario", name, (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return st;
+}
+
+#define vt_assert_exit_ok(st)                                                                      \
+	do {                                                                                       \
+		int vt_st_ = (st);                                                                 \
+		if (!(vt_st_ != -1 && WIFEXITED(vt_st_) && WEXITSTATUS(vt_st_) == 0))              \
+			fail_msg("scenario: status 0x%x (%s %d)", vt_st_,                          \
+				 WIFSIGNALED(vt_st_) ? "signal" : "exit",                           \
+				 WIFSIGNALED(vt_st_) ? WTERMSIG(vt_st_) : WEXITSTATUS(vt_st_));    \
+	} while (0)
+
+#define vt_assert_killed_by(st, sig)                                                               \
+	do {                                                                                       \
+		int vt_st_ = (st);                                                                 \
+		if (!(vt_st_ != -1 && WIFSIGNALED(vt_st_) && WTERMSIG(vt_st_) == (sig)))           \
+			fail_msg("scenario: expected signal %d, status 0x%x", (sig), vt_st_);     \
+	} while (0)
+
+#endif

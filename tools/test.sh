@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's test command: configure (once), build, run the unit and
+# stress suites.  Usage: tools/test.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+b=${1:-build}
+[ -f "$b/build.ninja" ] || meson setup "$b" >/dev/null
+ninja -C "$b"
+meson test -C "$b" --print-errorlogs --suite unit --suite stress
