@@ -34,7 +34,13 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "private.h"
+
+#if HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 #define MAX_REFAULTS 8
 
@@ -71,9 +77,43 @@ static char *put_hex(char *p, uint64_t v)
 	return p;
 }
 
-static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len)
+/* a short backtrace of the faulting context, appended to p; local
+ * libunwind cursors may be used from signal handlers */
+static char *put_backtrace(char *p, char *end, ucontext_t *uc)
 {
-	char buf[256], *p = buf;
+#if HAVE_LIBUNWIND
+	unw_cursor_t cur;
+	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0)
+		return p;
+	p = put_str(p, " backtrace:");
+	for (int i = 0; i < 6 && end - p > 160; i++) {
+		char name[96];
+		unw_word_t ip = 0, offp = 0;
+		unw_get_reg(&cur, UNW_REG_IP, &ip);
+		p = put_str(p, " ");
+		p = put_hex(p, ip);
+		if (unw_get_proc_name(&cur, name, sizeof(name), &offp) == 0) {
+			name[sizeof(name) - 1] = 0;
+			p = put_str(p, "(");
+			p = put_str(p, name);
+			p = put_str(p, "+");
+			p = put_hex(p, offp);
+			p = put_str(p, ")");
+		}
+		if (unw_step(&cur) <= 0)
+			break;
+	}
+#else
+	(void)end;
+	(void)uc;
+#endif
+	return p;
+}
+
+/* one line on stderr before a SIGBUS is delivered (VRANGE_DEBUG=1) */
+static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len, ucontext_t *uc)
+{
+	char buf[1024], *p = buf;
 	p = put_str(p, "vrange: SIGBUS on discarded page: region ");
 	p = put_hex(p, (uintptr_t)r);
 	p = put_str(p, " offset ");
@@ -82,6 +122,7 @@ static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t
 	p = put_hex(p, start);
 	p = put_str(p, "+");
 	p = put_hex(p, len);
+	p = put_backtrace(p, buf + sizeof(buf), uc);
 	p = put_str(p, "\n");
 	*p = 0;
 	vr_log_raw(buf);
@@ -208,7 +249,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	ftls.addr = NULL;
 	if (vr_debug)
-		log_sigbus(r, addr, start, len);
+		log_sigbus(r, addr, start, len, uc);
 	deliver_sigbus(addr, uc);
 out:
 	errno = saved_errno;
