@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "inject.h"
 #include "private.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -12,6 +13,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void global_init(void)
 {
 	vr_log_init();
+	vr_fi_init();
 	vr_pg_shift = (unsigned)__builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
 }
 
@@ -29,7 +31,7 @@ _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 	if (err < 0)
 		return err;
 
-	struct vr_ctx *c = calloc(1, sizeof(*c));
+	struct vr_ctx *c = vr_calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->purge_lock, NULL);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inject.h"
 #include "private.h"
 
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
@@ -34,7 +35,7 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	int err = vr_trap_arm(r->base + p0, p1 - p0);
 	if (err < 0)
 		return err;
-	if (fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
+	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
 		      (off_t)(p1 - p0)) < 0) {
 		err = -errno;
 		vr_trap_disarm(r->base + p0, p1 - p0);
@@ -128,7 +129,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	/* regions cannot go away while purge_lock is held */
 	pthread_mutex_lock(&c->lock);
 	size_t nh = 0, cap = c->nregions;
-	struct cand *h = cap ? malloc(cap * sizeof(*h)) : NULL;
+	struct cand *h = cap ? vr_malloc(cap * sizeof(*h)) : NULL;
 	if (cap && !h) {
 		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_unlock(&c->purge_lock);

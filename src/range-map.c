@@ -5,8 +5,10 @@
  * All functions are called with the owning region's lock held (or on a
  * private map in tests).  Nothing here makes a system call.
  */
+#define _GNU_SOURCE
 #include <stdlib.h>
 
+#include "inject.h"
 #include "range-map.h"
 
 /* a treap priority derived from the node address (splitmix64 finaliser) */
@@ -52,7 +54,7 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 		size_t n = m->slabs ? m->slabs->n * 2 : SLAB_MIN;
 		if (n > SLAB_MAX)
 			n = SLAB_MAX;
-		struct vr_slab *s = malloc(sizeof(*s) + n * sizeof(struct vr_range));
+		struct vr_slab *s = vr_malloc(sizeof(*s) + n * sizeof(struct vr_range));
 		if (!s)
 			return NULL;
 		s->n = n;

@@ -18,6 +18,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "inject.h"
 #include "private.h"
 
 __thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
@@ -367,17 +368,17 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
 /* ---- lifecycle ---- */
 static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region **out)
 {
-	struct vr_region *r = calloc(1, sizeof(*r));
+	struct vr_region *r = vr_calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	size_t map_size = (size + page_mask()) & ~(size_t)page_mask();
-	void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		int err = -errno;
 		free(r);
 		return err;
 	}
-	if (madvise(p, map_size, MADV_DONTFORK) < 0) {
+	if (vr_madvise(p, map_size, MADV_DONTFORK) < 0) {
 		int err = -errno;
 		munmap(p, map_size);
 		free(r);
@@ -422,10 +423,10 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 {
 	if (!ctx || !out || flags || !size_ok(size) || vr_inherited_ctx(ctx))
 		return -EINVAL;
-	int fd = memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = vr_memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0) {
+	if (vr_ftruncate(fd, (off_t)size) < 0) {
 		int err = -errno;
 		close(fd);
 		return err;

@@ -31,6 +31,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "inject.h"
 #include "private.h"
 
 struct entry {
@@ -86,7 +87,7 @@ static int update(struct vr_region *r, bool add)
 	pthread_mutex_lock(&wlock);
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
-	struct snap *s = malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
+	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
 	if (!s) {
 		pthread_mutex_unlock(&wlock);
 		return -ENOMEM;

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "inject.h"
 #include "private.h"
 
 #ifndef MADV_GUARD_INSTALL
@@ -94,14 +95,14 @@ int vr_trap_init(void)
 
 int vr_trap_arm(void *addr, size_t len)
 {
-	int rc = vr_trap_current() == VR_TRAP_GUARD ? madvise(addr, len, MADV_GUARD_INSTALL)
-						   : mprotect(addr, len, PROT_NONE);
+	int rc = vr_trap_current() == VR_TRAP_GUARD ? vr_madvise(addr, len, MADV_GUARD_INSTALL)
+						   : vr_mprotect(addr, len, PROT_NONE);
 	return rc < 0 ? -errno : 0;
 }
 
 int vr_trap_disarm(void *addr, size_t len)
 {
-	int rc = vr_trap_current() == VR_TRAP_GUARD ? madvise(addr, len, MADV_GUARD_REMOVE)
-						   : mprotect(addr, len, PROT_READ | PROT_WRITE);
+	int rc = vr_trap_current() == VR_TRAP_GUARD ? vr_madvise(addr, len, MADV_GUARD_REMOVE)
+						   : vr_mprotect(addr, len, PROT_READ | PROT_WRITE);
 	return rc < 0 ? -errno : 0;
 }
