@@ -13,6 +13,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void global_init(void)
 {
 	vr_log_init();
+	vr_age_init();
 	vr_fi_init();
 	vr_pg_shift = (unsigned)__builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
 }
@@ -81,6 +82,19 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	free(c);
 }
 
+uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < VR_NSHARDS; i++) {
+		struct vr_shard *sh = &c->shards[i];
+		sum += atomic_load_explicit(g == VR_G_RANGES	   ? &sh->ranges
+					    : g == VR_G_VOLATILE ? &sh->volatile_bytes
+								 : &sh->purged_bytes,
+					    memory_order_relaxed);
+	}
+	return sum;
+}
+
 static bool live(const struct vr_ctx *c)
 {
 	return c && !vr_inherited_ctx(c);
@@ -91,7 +105,7 @@ _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 	if (!live(c))
 		return -EINVAL;
 	atomic_store(&c->limit, bytes);
-	if (bytes && atomic_load(&c->volatile_bytes) > bytes) {
+	if (bytes && vr_ctx_gauge(c, VR_G_VOLATILE) > bytes) {
 		ssize_t n = vr_purge_lru(c, VR_PURGE_VOLATILE, bytes);
 		if (n < 0)
 			return (int)n;
@@ -118,7 +132,7 @@ _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level
 	vr_dbg("pressure %s", level == VR_PRESSURE_CRITICAL ? "critical" : "moderate");
 	if (level == VR_PRESSURE_CRITICAL)
 		return vr_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
-	return vr_purge_lru(c, VR_PURGE_VOLATILE, atomic_load(&c->volatile_bytes) / 2);
+	return vr_purge_lru(c, VR_PURGE_VOLATILE, vr_ctx_gauge(c, VR_G_VOLATILE) / 2);
 }
 
 _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
@@ -129,11 +143,11 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 	case VR_STAT_REGIONS:
 		return atomic_load(&c->nregions_stat);
 	case VR_STAT_RANGES:
-		return atomic_load(&c->ranges);
+		return vr_ctx_gauge(c, VR_G_RANGES);
 	case VR_STAT_VOLATILE_BYTES:
-		return atomic_load(&c->volatile_bytes);
+		return vr_ctx_gauge(c, VR_G_VOLATILE);
 	case VR_STAT_PURGED_BYTES:
-		return atomic_load(&c->purged_bytes);
+		return vr_ctx_gauge(c, VR_G_PURGED);
 	case VR_STAT_RECLAIMED_BYTES:
 		return atomic_load(&c->reclaimed_bytes);
 	case VR_STAT_PURGES:

@@ -46,6 +46,18 @@
 
 struct vr_monitor;
 
+/*
+ * Gauges (ranges, unpurged and purged volatile bytes) are sharded: each
+ * region adds to one of VR_NSHARDS cache-line-sized shards of its ctx,
+ * chosen round-robin at creation, and readers sum the shards.  Two
+ * threads working on two regions then never bounce a shared cache line
+ * (S16: no serialization between regions in the intact case).
+ */
+#define VR_NSHARDS 16
+struct vr_shard {
+	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
+} __attribute__((aligned(64)));
+
 struct vr_ctx {
 	pthread_mutex_t purge_lock;
 	pthread_mutex_t lock;
@@ -55,10 +67,11 @@ struct vr_ctx {
 	unsigned fork_gen;         /* vr_fork_gen at creation; immutable */
 	unsigned flags;            /* immutable */
 
-	/* gauges and counters: atomics, updated under the region lock that
-	 * changed them, read without locks */
-	_Atomic uint64_t age;     /* last age stamp handed out */
-	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
+	/* gauges: sharded atomics, updated under the region lock that
+	 * changed them, read without locks (vr_ctx_gauge) */
+	struct vr_shard shards[VR_NSHARDS];
+	_Atomic unsigned next_shard;
+	/* cumulative counters: slow paths only (purge, fault, pressure) */
 	_Atomic uint64_t reclaimed_bytes, purges, faults, pressure_events, skipped;
 	_Atomic uint64_t nregions_stat;
 	_Atomic size_t limit; /* 0 = none */
@@ -81,7 +94,20 @@ struct vr_region {
 	unsigned fork_gen;       /* immutable */
 	_Atomic uint64_t oldest_age; /* LRU head's age or UINT64_MAX (hint) */
 	_Atomic uint64_t trap_gen;   /* bumped by every arm/disarm in the region */
+	struct vr_shard *shard;      /* immutable: where this region's gauges go */
+	uint64_t last_age;           /* protected by lock: youngest age handed out */
+	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
+					region's share of the gauges */
 };
+
+enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
+uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
+
+/* ---- age.c: LRU age stamps ---- */
+/* a stamp younger than every stamp this thread or region got before and
+ * than every mark that happened before this call in real time */
+uint64_t vr_age_next(struct vr_region *r) _nonnull_(); /* region lock held */
+void vr_age_init(void);
 
 /* ---- fork.c ---- */
 extern _Atomic unsigned vr_fork_gen;

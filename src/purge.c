@@ -67,8 +67,10 @@ int vr_purge_range(struct vr_region *r, struct vr_range *rg)
 	uint64_t len = rg->end - rg->start;
 	vr_lru_remove(&r->map, rg);
 	rg->age_flags |= VR_RANGE_PURGED;
-	atomic_fetch_sub_explicit(&c->volatile_bytes, len, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->purged_bytes, len, memory_order_relaxed);
+	r->volatile_bytes -= len;
+	r->purged_bytes += len;
+	atomic_fetch_sub_explicit(&r->shard->volatile_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->shard->purged_bytes, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->reclaimed_bytes, p1 - p0, memory_order_relaxed);
 	vr_dbg("purged region %p range [%llu, %llu): %llu bytes reclaimed", (void *)r,
@@ -103,7 +105,7 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
 {
 	if (goal == VR_PURGE_BYTES)
 		return reclaimed >= n;
-	return atomic_load_explicit(&c->volatile_bytes, memory_order_relaxed) <= n;
+	return vr_ctx_gauge(c, VR_G_VOLATILE) <= n;
 }
 
 /* the region's next candidate for this purge generation; lock held */

@@ -25,13 +25,13 @@
 
 #define VR_RANGE_PURGED 0x1u /* the range was purged (its whole pages discarded) */
 #define VR_RANGE_ONLRU 0x2u  /* the range is on the map's LRU list */
-#define VR_RANGE_FLAG_BITS 8
+#define VR_RANGE_FLAG_BITS 2
 
 struct vr_range {
 	uint64_t start, end;            /* [start, end) in bytes */
 	struct vr_range *left, *right;  /* treap children */
 	struct vr_range *prev, *next;   /* LRU links, valid while ONLRU */
-	uint64_t age_flags;             /* age << 8 | VR_RANGE_* flags */
+	uint64_t age_flags;             /* age << 2 | VR_RANGE_* flags */
 };
 
 struct vr_slab;

@@ -47,16 +47,21 @@ static inline uint64_t page_mask(void)
 }
 
 /* ---- gauges ---- */
-static void gauge_add(struct vr_ctx *c, const struct vr_range *rg, int sign)
+static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 {
+	struct vr_shard *sh = r->shard;
 	uint64_t len = rg->end - rg->start;
-	_Atomic uint64_t *g = vr_range_purged(rg) ? &c->purged_bytes : &c->volatile_bytes;
+	bool purged = vr_range_purged(rg);
+	_Atomic uint64_t *g = purged ? &sh->purged_bytes : &sh->volatile_bytes;
+	uint64_t *mine = purged ? &r->purged_bytes : &r->volatile_bytes;
+	*mine += sign > 0 ? len : -len;
+	r->nranges += sign > 0 ? 1 : -1;
 	if (sign > 0) {
 		atomic_fetch_add_explicit(g, len, memory_order_relaxed);
-		atomic_fetch_add_explicit(&c->ranges, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sh->ranges, 1, memory_order_relaxed);
 	} else {
 		atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&c->ranges, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&sh->ranges, 1, memory_order_relaxed);
 	}
 }
 
@@ -64,7 +69,7 @@ static void gauge_add(struct vr_ctx *c, const struct vr_range *rg, int sign)
 static void range_link(struct vr_region *r, struct vr_range *rg, struct vr_range *lru_pos)
 {
 	vr_map_insert(&r->map, rg);
-	gauge_add(r->ctx, rg, +1);
+	gauge_add(r, rg, +1);
 	if (!vr_range_purged(rg) &&
 	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL)) {
 		if (lru_pos)
@@ -79,7 +84,7 @@ static void range_unlink(struct vr_region *r, struct vr_range *rg)
 	if (vr_range_on_lru(rg))
 		vr_lru_remove(&r->map, rg);
 	vr_map_erase(&r->map, rg);
-	gauge_add(r->ctx, rg, -1);
+	gauge_add(r, rg, -1);
 }
 
 /* ---- argument checks ---- */
@@ -173,7 +178,7 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	nr->start = s;
 	nr->end = e;
 	nr->age_flags = purged ? VR_RANGE_PURGED : 0;
-	vr_range_set_age(nr, atomic_fetch_add_explicit(&c->age, 1, memory_order_relaxed) + 1);
+	vr_range_set_age(nr, vr_age_next(r));
 	range_link(r, nr, NULL);
 	if (purged) {
 		atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
@@ -211,7 +216,7 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 	/* S10: the limit, enforced outside the region lock */
 	struct vr_ctx *c = r->ctx;
 	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
-	if (limit && atomic_load_explicit(&c->volatile_bytes, memory_order_relaxed) > limit) {
+	if (limit && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
 		vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (rc == VR_INTACT) {
 			vr_region_lock(r);
@@ -287,13 +292,13 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 			continue;
 		}
 		bool on = vr_range_on_lru(x);
-		gauge_add(r->ctx, x, -1);
+		gauge_add(r, x, -1);
 		if (s < a && e > b) {
 			spare->start = b;
 			spare->end = e;
 			spare->age_flags = x->age_flags & ~(uint64_t)VR_RANGE_ONLRU;
 			vr_map_insert(m, spare);
-			gauge_add(r->ctx, spare, +1);
+			gauge_add(r, spare, +1);
 			if (on && vr_whole_pages(b, e, sh, NULL, NULL))
 				vr_lru_insert_after(m, x, spare);
 			spare = NULL;
@@ -303,7 +308,7 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		} else {
 			x->start = b;
 		}
-		gauge_add(r->ctx, x, +1);
+		gauge_add(r, x, +1);
 		if (on && !vr_whole_pages(x->start, x->end, sh, NULL, NULL))
 			vr_lru_remove(m, x);
 		x = next;
@@ -392,6 +397,7 @@ static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region 
 	r->map_size = map_size;
 	r->fd = fd;
 	r->fork_gen = ctx->fork_gen;
+	r->shard = &ctx->shards[atomic_fetch_add(&ctx->next_shard, 1) % VR_NSHARDS];
 	atomic_init(&r->oldest_age, UINT64_MAX);
 	int err = vr_registry_add(r);
 	if (err < 0) {
@@ -464,12 +470,12 @@ _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struc
 
 void vr_region_release(struct vr_region *r, bool inherited)
 {
-	struct vr_ctx *c = r->ctx;
 	if (!inherited) {
-		/* subtract what is still in the map from the ctx gauges */
-		for (struct vr_range *x = vr_map_first_end_after(&r->map, 0); x;
-		     x = vr_map_next(&r->map, x))
-			gauge_add(c, x, -1);
+		/* take what is still in the map out of the ctx gauges */
+		struct vr_shard *sh = r->shard;
+		atomic_fetch_sub(&sh->ranges, r->nranges);
+		atomic_fetch_sub(&sh->volatile_bytes, r->volatile_bytes);
+		atomic_fetch_sub(&sh->purged_bytes, r->purged_bytes);
 	}
 	vr_map_fini(&r->map);
 }
