@@ -111,7 +111,7 @@ __attribute__((noreturn, format(printf, 4, 5))) static inline void
 vt_die(const char *file, int line, const char *expr, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "%s:%d: CHECK FAILED: %s ", file, line, expr);
+	fprintf(stderr, "%s:%d: CHECK FAILED: %s", file, line, expr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -122,7 +122,7 @@ vt_die(const char *file, int line, const char *expr, const char *fmt, ...)
 #define CK(cond, ...)                                                                              \
 	do {                                                                                       \
 		if (!(cond))                                                                       \
-			vt_die(__FILE__, __LINE__, #cond, "" __VA_ARGS__);                         \
+			vt_die(__FILE__, __LINE__, #cond, " " __VA_ARGS__);                        \
 	} while (0)
 #define CK_EQ(a, b)                                                                                \
 	do {                                                                                       \

@@ -1,0 +1,270 @@
+/*
+ * vrmodel.h - an executable model of the libvrange contract (api.md S3-S12)
+ *
+ * Deliberately simple: ranges in a small unsorted array, a per-page
+ * "discarded" flag and a per-byte expected content.  Used by the libFuzzer
+ * target tests/fuzz/fuzz-api.c (and usable by any differential test) to
+ * predict every return value and statistic of the library.
+ *
+ * Choices the contract leaves open are pinned to what libvrange does:
+ * among pieces of one range that share an age, purges take the lowest
+ * address first.
+ */
+#ifndef VT_VRMODEL_H
+#define VT_VRMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VM_MAX_REGIONS 4
+#define VM_MAX_RANGES 4096
+
+struct vm_range {
+	size_t start, end;
+	uint64_t age;
+	bool purged;
+	int region;
+};
+
+struct vm_region {
+	bool live;
+	size_t size, pages, P;
+	uint8_t *expect;   /* expected content of every byte */
+	bool *discarded;   /* per page: whole page of a purged range, punched */
+};
+
+struct vm {
+	size_t P;
+	struct vm_region reg[VM_MAX_REGIONS];
+	struct vm_range rg[VM_MAX_RANGES];
+	size_t nrg;
+	uint64_t clock;
+	size_t limit;
+	uint64_t reclaimed, purges, events;
+};
+
+static inline void vm_init(struct vm *m, size_t P)
+{
+	memset(m, 0, sizeof(*m));
+	m->P = P;
+}
+
+static inline void vm_region_new(struct vm *m, int i, size_t size)
+{
+	struct vm_region *g = &m->reg[i];
+	g->live = true;
+	g->size = size;
+	g->P = m->P;
+	g->pages = (size + m->P - 1) / m->P;
+	g->expect = calloc(size, 1);
+	g->discarded = calloc(g->pages, sizeof(bool));
+}
+
+static inline void vm_region_destroy(struct vm *m, int i)
+{
+	struct vm_region *g = &m->reg[i];
+	for (size_t k = 0; k < m->nrg;)
+		if (m->rg[k].region == i)
+			m->rg[k] = m->rg[--m->nrg];
+		else
+			k++;
+	free(g->expect);
+	free(g->discarded);
+	memset(g, 0, sizeof(*g));
+}
+
+static inline void vm_fini(struct vm *m)
+{
+	for (int i = 0; i < VM_MAX_REGIONS; i++)
+		if (m->reg[i].live)
+			vm_region_destroy(m, i);
+}
+
+/* whole pages [*p0, *p1) of [s, e) */
+static inline bool vm_whole(const struct vm *m, size_t s, size_t e, size_t *p0, size_t *p1)
+{
+	*p0 = (s + m->P - 1) / m->P;
+	*p1 = e / m->P;
+	return *p0 < *p1;
+}
+
+static inline int vm_find(const struct vm *m, int region, size_t off) /* range holding off */
+{
+	for (size_t k = 0; k < m->nrg; k++)
+		if (m->rg[k].region == region && m->rg[k].start <= off && off < m->rg[k].end)
+			return (int)k;
+	return -1;
+}
+
+static inline uint64_t vm_bytes(const struct vm *m, bool purged)
+{
+	uint64_t n = 0;
+	for (size_t k = 0; k < m->nrg; k++)
+		if (m->rg[k].purged == purged)
+			n += m->rg[k].end - m->rg[k].start;
+	return n;
+}
+
+/* discard the whole pages of range k that are not discarded yet */
+static inline uint64_t vm_discard(struct vm *m, size_t k)
+{
+	struct vm_range *r = &m->rg[k];
+	struct vm_region *g = &m->reg[r->region];
+	size_t p0, p1;
+	uint64_t n = 0;
+	if (!vm_whole(m, r->start, r->end, &p0, &p1))
+		return 0;
+	for (size_t p = p0; p < p1; p++) {
+		if (!g->discarded[p])
+			n += m->P;
+		g->discarded[p] = true;
+		memset(g->expect + p * m->P, 0, m->P);
+	}
+	return n;
+}
+
+static inline bool vm_purgeable(const struct vm *m, size_t k)
+{
+	size_t p0, p1;
+	return !m->rg[k].purged && vm_whole(m, m->rg[k].start, m->rg[k].end, &p0, &p1);
+}
+
+/* S8: oldest purgeable range (ties: lowest region, then address) or -1 */
+static inline int vm_oldest(const struct vm *m)
+{
+	int best = -1;
+	for (size_t k = 0; k < m->nrg; k++) {
+		if (!vm_purgeable(m, k))
+			continue;
+		const struct vm_range *a = &m->rg[k], *b = best >= 0 ? &m->rg[best] : NULL;
+		if (!b || a->age < b->age ||
+		    (a->age == b->age && (a->region < b->region ||
+					  (a->region == b->region && a->start < b->start))))
+			best = (int)k;
+	}
+	return best;
+}
+
+/* purge in S8 order until goal: by_bytes ? reclaimed >= n : volatile <= n */
+static inline uint64_t vm_purge(struct vm *m, bool by_bytes, uint64_t n)
+{
+	uint64_t got = 0;
+	for (;;) {
+		if (by_bytes ? got >= n : vm_bytes(m, false) <= n)
+			break;
+		int k = vm_oldest(m);
+		if (k < 0)
+			break;
+		uint64_t r = vm_discard(m, (size_t)k);
+		m->rg[k].purged = true;
+		m->reclaimed += r;
+		m->purges++;
+		got += r;
+	}
+	return got;
+}
+
+static inline int vm_status(const struct vm *m, int region, size_t a, size_t b)
+{
+	int st = 0;
+	for (size_t k = 0; k < m->nrg; k++) {
+		const struct vm_range *r = &m->rg[k];
+		if (r->region == region && r->start < b && a < r->end)
+			st |= 1 | (r->purged ? 2 : 0);
+	}
+	return st;
+}
+
+static inline void vm_enforce_limit(struct vm *m)
+{
+	if (m->limit && vm_bytes(m, false) > m->limit)
+		vm_purge(m, false, m->limit);
+}
+
+/* S3, S4, S10 */
+static inline int vm_mark(struct vm *m, int region, size_t a, size_t b)
+{
+	int in = vm_find(m, region, a);
+	if (in >= 0 && m->rg[in].end >= b)
+		return m->rg[in].purged ? 1 : 0;
+	size_t s = a, e = b;
+	bool purged = false;
+	for (size_t k = 0; k < m->nrg; k++) {
+		struct vm_range *r = &m->rg[k];
+		if (r->region == region && r->start < b && a < r->end) {
+			if (r->start < s)
+				s = r->start;
+			if (r->end > e)
+				e = r->end;
+			purged |= r->purged;
+		}
+	}
+	for (bool grew = true; grew;) {
+		grew = false;
+		for (size_t k = 0; k < m->nrg; k++) {
+			struct vm_range *r = &m->rg[k];
+			if (r->region != region || r->purged != purged)
+				continue;
+			if (r->end == s) {
+				s = r->start;
+				grew = true;
+			} else if (r->start == e) {
+				e = r->end;
+				grew = true;
+			}
+		}
+	}
+	for (size_t k = 0; k < m->nrg;) /* every range inside [s, e) is absorbed */
+		if (m->rg[k].region == region && m->rg[k].start >= s && m->rg[k].end <= e)
+			m->rg[k] = m->rg[--m->nrg];
+		else
+			k++;
+	m->rg[m->nrg] = (struct vm_range){ s, e, ++m->clock, purged, region };
+	if (purged) {
+		m->reclaimed += vm_discard(m, m->nrg);
+		m->purges++;
+	}
+	m->nrg++;
+	vm_enforce_limit(m);
+	return (vm_status(m, region, a, b) & 2) ? 1 : 0;
+}
+
+/* S5; restores the region's content expectations for discarded pages */
+static inline int vm_unmark(struct vm *m, int region, size_t a, size_t b)
+{
+	bool purged = false;
+	struct vm_region *g = &m->reg[region];
+	size_t n = m->nrg;
+	for (size_t k = 0; k < n; k++) {
+		struct vm_range r = m->rg[k];
+		if (r.region != region || !(r.start < b && a < r.end))
+			continue;
+		purged |= r.purged;
+		m->rg[k].end = 0; /* dropped below */
+		if (r.start < a)
+			m->rg[m->nrg++] = (struct vm_range){ r.start, a, r.age, r.purged, region };
+		if (r.end > b)
+			m->rg[m->nrg++] = (struct vm_range){ b, r.end, r.age, r.purged, region };
+	}
+	for (size_t k = 0; k < m->nrg;)
+		if (m->rg[k].end == 0)
+			m->rg[k] = m->rg[--m->nrg];
+		else
+			k++;
+	/* pages sharing a byte with [a, b) stop being discarded (they read
+	 * zero); pages still whole in a purged piece stay discarded */
+	for (size_t p = a / m->P; p * m->P < b && p < g->pages; p++) {
+		if (!g->discarded[p])
+			continue;
+		int k = vm_find(m, region, p * m->P);
+		size_t p0, p1;
+		if (k < 0 || !m->rg[k].purged ||
+		    !vm_whole(m, m->rg[k].start, m->rg[k].end, &p0, &p1) || p < p0 || p >= p1)
+			g->discarded[p] = false;
+	}
+	return purged ? 1 : 0;
+}
+
+#endif
