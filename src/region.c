@@ -451,13 +451,15 @@ _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struc
 		return -EINVAL;
 	if (fstat(fd, &st) < 0)
 		return errno == EBADF ? -EINVAL : -errno;
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0)
+	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
+	/* the file system first: an empty hugetlb memfd is unsupported
+	 * before it is empty */
 	if (fstatfs(fd, &sfs) < 0)
 		return -errno;
 	if (sfs.f_type != TMPFS_MAGIC)
 		return -EOPNOTSUPP; /* hugetlbfs memfds land here too */
-	if (!size_ok((size_t)st.st_size))
+	if (st.st_size <= 0 || !size_ok((size_t)st.st_size))
 		return -EINVAL;
 	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0)
