@@ -171,9 +171,11 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			reclaimed += p1 - p0;
 			vr_region_publish_oldest(r);
 		}
+		/* the next candidate's age is read under the lock: once it is
+		 * dropped the range may be freed or reused */
 		rg = r->map.cursor;
-		vr_region_unlock(r);
 		h[0].age = rg ? vr_range_age(rg) : UINT64_MAX;
+		vr_region_unlock(r);
 		if (!rg)
 			h[0] = h[--nh];
 		sift_down(h, nh, 0);
