@@ -262,10 +262,14 @@ int vr_fault_install(void)
 		return 0;
 	pthread_mutex_lock(&vr_global_lock);
 	if (!atomic_load(&installed)) {
-		struct sigaction sa;
+		struct sigaction sa, cur;
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = segv_handler;
-		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | SA_RESTART;
+		/* SA_RESTART only matters for signals that interrupt a system
+		 * call, i.e. the kill()-sent ones we forward: keep the previous
+		 * handler's choice so it sees EINTR exactly as before */
+		sigaction(SIGSEGV, NULL, &cur);
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
 		sigemptyset(&sa.sa_mask);
 		if (sigaction(SIGSEGV, &sa, &prev) < 0)
 			err = -errno;
