@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-map.c - the range map alone (src/range-map.[ch]): treap of disjoint
+ * ranges + LRU list, against a sorted-array model
+ *
+ * Random insert / erase / in-place trim / LRU append, insert-after, remove
+ * (with the purge cursor) / first_end_after / last_start_before / next /
+ * prev, with vr_map_check() after every operation.  The seed is printed;
+ * replay with VT_SEED=<seed>.
+ */
+#include "tests.h"
+
+#include <stdbool.h>
+
+#include "range-map.h"
+
+#define SHIFT 12u
+#define PGSZ ((uint64_t)1 << SHIFT)
+#define SPACE ((uint64_t)1 << 26) /* keys in [0, 64 MiB) */
+#define MAXN 4096
+
+static uint64_t g_seed;
+static long g_op;
+
+#define MCHECK(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			print_error("seed %" PRIu64 " op %ld: ", g_seed, g_op);                    \
+			fail_msg(__VA_ARGS__);                                                     \
+		}                                                                                  \
+	} while (0)
+
+/* ---- the model ---- */
+
+struct ment {
+	uint64_t start, end;
+	struct vr_range *node;
+};
+
+struct model {
+	struct ment e[MAXN]; /* sorted by start */
+	size_t n;
+	struct vr_range *lru[MAXN]; /* oldest first */
+	size_t nlru;
+	struct vr_range *cursor;
+	uint64_t age;
+};
+
+static bool whole(uint64_t s, uint64_t e)
+{
+	return vr_whole_pages(s, e, SHIFT, NULL, NULL);
+}
+
+/* index of the first entry with start >= off */
+static size_t m_lower(const struct model *m, uint64_t off)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->e[mid].start < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static size_t m_index(const struct model *m, const struct vr_range *r)
+{
+	size_t i = m_lower(m, r->start);
+	MCHECK(i < m->n && m->e[i].node == r, "node [%" PRIu64 ", %" PRIu64 ") not in model",
+	       r->start, r->end);
+	return i;
+}
+
+static struct vr_range *m_first_end_after(const struct model *m, uint64_t off)
+{
+	for (size_t i = m_lower(m, off) > 0 ? m_lower(m, off) - 1 : 0; i < m->n; i++)
+		if (m->e[i].end > off)
+			return m->e[i].node;
+	return NULL;
+}
+
+static struct vr_range *m_last_start_before(const struct model *m, uint64_t off)
+{
+	size_t i = m_lower(m, off);
+	return i > 0 ? m->e[i - 1].node : NULL;
+}
+
+static size_t lru_pos(const struct model *m, const struct vr_range *r)
+{
+	for (size_t i = 0; i < m->nlru; i++)
+		if (m->lru[i] == r)
+			return i;
+	return SIZE_MAX;
+}
+
+static void m_lru_remove(struct model *m, struct vr_map *map, struct vr_range *r)
+{
+	size_t i = lru_pos(m, r);
+	MCHECK(i != SIZE_MAX, "LRU remove of a node not on the LRU");
+	if (m->cursor == r)
+		m->cursor = i + 1 < m->nlru ? m->lru[i + 1] : NULL;
+	memmove(&m->lru[i], &m->lru[i + 1], (m->nlru - i - 1) * sizeof(m->lru[0]));
+	m->nlru--;
+	vr_lru_remove(map, r);
+}
+
+/* ---- the checks after every operation ---- */
+
+static void check_all(struct model *m, struct vr_map *map, bool deep)
+{
+	MCHECK(vr_map_check(map) == 0, "vr_map_check failed");
+	MCHECK(map->nranges == m->n, "nranges %zu, model %zu", map->nranges, m->n);
+	MCHECK(map->cursor == m->cursor, "purge cursor %p, model %p", (void *)map->cursor,
+	       (void *)m->cursor);
+	MCHECK(map->lru_head == (m->nlru ? m->lru[0] : NULL), "LRU head");
+	MCHECK(map->lru_tail == (m->nlru ? m->lru[m->nlru - 1] : NULL), "LRU tail");
+	if (!deep)
+		return;
+	/* in order through the tree, and the LRU list, match the model */
+	struct vr_range *r = vr_map_first_end_after(map, 0);
+	for (size_t i = 0; i < m->n; i++) {
+		MCHECK(r == m->e[i].node, "in-order walk: entry %zu differs", i);
+		MCHECK(r->start == m->e[i].start && r->end == m->e[i].end,
+		       "entry %zu: [%" PRIu64 ", %" PRIu64 ") in the map, [%" PRIu64 ", %" PRIu64
+		       ") in the model",
+		       i, r->start, r->end, m->e[i].start, m->e[i].end);
+		r = vr_map_next(map, r);
+	}
+	MCHECK(r == NULL, "in-order walk: more nodes than the model");
+	r = m->n ? m->e[m->n - 1].node : NULL;
+	for (size_t i = m->n; i-- > 0;) {
+		MCHECK(r == m->e[i].node, "reverse walk: entry %zu differs", i);
+		r = vr_map_prev(map, r);
+	}
+	MCHECK(r == NULL, "reverse walk: more nodes than the model");
+	r = map->lru_head;
+	for (size_t i = 0; i < m->nlru; i++) {
+		MCHECK(r == m->lru[i], "LRU entry %zu differs", i);
+		r = r->next;
+	}
+	MCHECK(r == NULL, "LRU longer than the model");
+}
+
+/* ---- operations ---- */
+
+static struct vt_rng rng;
+
+static uint64_t rnd_len(void)
+{
+	switch (vt_below(&rng, 4)) {
+	case 0:
+		return 1 + vt_below(&rng, 100);
+	case 1:
+		return 1 + vt_below(&rng, 2 * PGSZ);
+	case 2:
+		return PGSZ * (1 + vt_below(&rng, 4));
+	default:
+		return 1 + vt_below(&rng, 16 * PGSZ);
+	}
+}
+
+static uint64_t rnd_off(void)
+{
+	uint64_t x = vt_below(&rng, SPACE + 1);
+	if (vt_below(&rng, 4) == 0)
+		x &= ~(PGSZ - 1);
+	return x;
+}
+
+static void op_insert(struct model *m, struct vr_map *map)
+{
+	if (m->n >= MAXN - 1)
+		return;
+	uint64_t x = rnd_off();
+	size_t i = m_lower(m, x + 1); /* entries with start <= x: [0, i) */
+	if (i > 0 && m->e[i - 1].end > x)
+		return; /* x lies in a range */
+	uint64_t gs = i > 0 ? m->e[i - 1].end : 0, ge = i < m->n ? m->e[i].start : SPACE;
+	if (x >= ge)
+		return;
+	uint64_t s = x, len = rnd_len();
+	if (vt_below(&rng, 8) == 0)
+		s = gs; /* adjacent to the left neighbour */
+	uint64_t e = ge - s < len ? ge : s + len;
+	if (vt_below(&rng, 8) == 0)
+		e = ge; /* adjacent to the right neighbour */
+	if (s >= e)
+		return;
+	struct vr_range *r = vr_map_alloc(map);
+	MCHECK(r != NULL, "vr_map_alloc failed");
+	static const struct vr_range zero;
+	MCHECK(memcmp(r, &zero, sizeof(zero)) == 0, "vr_map_alloc: node not zeroed");
+	for (size_t k = 0; k < m->n; k++)
+		MCHECK(m->e[k].node != r, "vr_map_alloc returned a live node");
+	r->start = s;
+	r->end = e;
+	bool purged = vt_below(&rng, 5) == 0;
+	bool lru = !purged && whole(s, e);
+	struct vr_range *after = NULL;
+	if (lru && m->nlru && vt_below(&rng, 4) == 0) {
+		/* a piece of an existing range: same age, right after it */
+		after = m->lru[vt_below(&rng, m->nlru)];
+		r->age_flags = 0;
+		vr_range_set_age(r, vr_range_age(after));
+	} else if (lru) {
+		r->age_flags = 0;
+		vr_range_set_age(r, ++m->age);
+	} else {
+		r->age_flags = purged ? VR_RANGE_PURGED : 0;
+		vr_range_set_age(r, vt_below(&rng, m->age + 1));
+	}
+	vr_map_insert(map, r);
+	memmove(&m->e[i + 1], &m->e[i], (m->n - i) * sizeof(m->e[0]));
+	m->e[i] = (struct ment){ s, e, r };
+	m->n++;
+	if (after) {
+		size_t p = lru_pos(m, after);
+		vr_lru_insert_after(map, after, r);
+		memmove(&m->lru[p + 2], &m->lru[p + 1], (m->nlru - p - 1) * sizeof(m->lru[0]));
+		m->lru[p + 1] = r;
+		m->nlru++;
+	} else if (lru) {
+		vr_lru_append(map, r);
+		m->lru[m->nlru++] = r;
+	}
+	MCHECK(vr_range_on_lru(r) == lru, "ONLRU flag after insert");
+	MCHECK(vr_range_purged(r) == purged, "PURGED flag after insert");
+}
+
+static void op_erase(struct model *m, struct vr_map *map)
+{
+	if (!m->n)
+		return;
+	size_t i = vt_below(&rng, m->n);
+	struct vr_range *r = m->e[i].node;
+	if (vr_range_on_lru(r))
+		m_lru_remove(m, map, r);
+	vr_map_erase(map, r);
+	vr_map_free(map, r);
+	memmove(&m->e[i], &m->e[i + 1], (m->n - i - 1) * sizeof(m->e[0]));
+	m->n--;
+}
+
+/* what vr_unmark does to a piece: bounds change in place */
+static void op_trim(struct model *m, struct vr_map *map)
+{
+	if (!m->n)
+		return;
+	size_t i = vt_below(&rng, m->n);
+	struct vr_range *r = m->e[i].node;
+	if (r->end - r->start < 2)
+		return;
+	uint64_t cut = 1 + vt_below(&rng, r->end - r->start - 1);
+	if (vt_below(&rng, 2))
+		r->start += cut;
+	else
+		r->end -= cut;
+	m->e[i].start = r->start;
+	m->e[i].end = r->end;
+	if (vr_range_on_lru(r) && !whole(r->start, r->end))
+		m_lru_remove(m, map, r);
+}
+
+/* what the purge engine does to the LRU head */
+static void op_purge(struct model *m, struct vr_map *map)
+{
+	if (!m->nlru)
+		return;
+	struct vr_range *r = m->lru[vt_below(&rng, 4) ? 0 : vt_below(&rng, m->nlru)];
+	m_lru_remove(m, map, r);
+	r->age_flags |= VR_RANGE_PURGED;
+	MCHECK(!vr_range_on_lru(r), "ONLRU flag after vr_lru_remove");
+}
+
+static void op_cursor(struct model *m, struct vr_map *map)
+{
+	struct vr_range *c = m->nlru && vt_below(&rng, 4) ? m->lru[vt_below(&rng, m->nlru)] : NULL;
+	map->cursor = c;
+	m->cursor = c;
+}
+
+static void op_query(struct model *m, struct vr_map *map)
+{
+	uint64_t off = rnd_off();
+	if (m->n && vt_below(&rng, 2)) {
+		/* near a boundary */
+		const struct ment *e = &m->e[vt_below(&rng, m->n)];
+		uint64_t b = vt_below(&rng, 2) ? e->start : e->end;
+		off = b + vt_below(&rng, 3) - 1;
+		if (off > SPACE + 1)
+			off = 0;
+	}
+	struct vr_range *a = vr_map_first_end_after(map, off), *b = m_first_end_after(m, off);
+	MCHECK(a == b, "first_end_after(%" PRIu64 ")", off);
+	a = vr_map_last_start_before(map, off);
+	b = m_last_start_before(m, off);
+	MCHECK(a == b, "last_start_before(%" PRIu64 ")", off);
+	if (m->n) {
+		size_t i = vt_below(&rng, m->n);
+		struct vr_range *r = m->e[i].node;
+		MCHECK(vr_map_next(map, r) == (i + 1 < m->n ? m->e[i + 1].node : NULL), "next");
+		MCHECK(vr_map_prev(map, r) == (i > 0 ? m->e[i - 1].node : NULL), "prev");
+		(void)m_index(m, r);
+	}
+}
+
+static void test_map_random(void **state)
+{
+	(void)state;
+	g_seed = vt_get_seed("test-map");
+	vt_seed(&rng, g_seed);
+	static struct model m;
+	memset(&m, 0, sizeof(m));
+	struct vr_map map;
+	vr_map_init(&map, SHIFT);
+	long ops = 100000;
+	size_t peak = 0;
+	for (g_op = 0; g_op < ops; g_op++) {
+		/* phases that grow and shrink the map */
+		bool grow = (g_op / 5000) % 2 == 0;
+		unsigned k = (unsigned)vt_below(&rng, 100);
+		if (k < (grow ? 40u : 15u))
+			op_insert(&m, &map);
+		else if (k < 55)
+			op_erase(&m, &map);
+		else if (k < 63)
+			op_trim(&m, &map);
+		else if (k < 68)
+			op_purge(&m, &map);
+		else if (k < 71)
+			op_cursor(&m, &map);
+		else
+			op_query(&m, &map);
+		check_all(&m, &map, g_op % 512 == 0);
+		if (m.n > peak)
+			peak = m.n;
+	}
+	check_all(&m, &map, true);
+	print_message("%ld ops, up to %zu ranges\n", ops, peak);
+	assert_true(peak > 200);
+	vr_map_fini(&map);
+	assert_null(map.root);
+	assert_int_equal(map.nranges, 0);
+}
+
+/* ---- small fixed cases ---- */
+
+static struct vr_range *add(struct vr_map *m, uint64_t s, uint64_t e)
+{
+	struct vr_range *r = vr_map_alloc(m);
+	assert_non_null(r);
+	r->start = s;
+	r->end = e;
+	r->age_flags = VR_RANGE_PURGED; /* off the LRU, legal for vr_map_check */
+	vr_map_insert(m, r);
+	assert_int_equal(vr_map_check(m), 0);
+	return r;
+}
+
+static void test_map_empty_and_bounds(void **state)
+{
+	(void)state;
+	struct vr_map m;
+	vr_map_init(&m, SHIFT);
+	assert_int_equal(vr_map_check(&m), 0);
+	assert_null(vr_map_first_end_after(&m, 0));
+	assert_null(vr_map_last_start_before(&m, UINT64_MAX));
+	struct vr_range *a = add(&m, 10, 20), *b = add(&m, 20, 30), *c = add(&m, 40, 41);
+	assert_ptr_equal(vr_map_first_end_after(&m, 0), a);
+	assert_ptr_equal(vr_map_first_end_after(&m, 19), a);
+	assert_ptr_equal(vr_map_first_end_after(&m, 20), b); /* end is exclusive */
+	assert_ptr_equal(vr_map_first_end_after(&m, 30), c);
+	assert_ptr_equal(vr_map_first_end_after(&m, 40), c);
+	assert_null(vr_map_first_end_after(&m, 41));
+	assert_null(vr_map_last_start_before(&m, 10)); /* start < off, strictly */
+	assert_ptr_equal(vr_map_last_start_before(&m, 11), a);
+	assert_ptr_equal(vr_map_last_start_before(&m, 20), a);
+	assert_ptr_equal(vr_map_last_start_before(&m, 21), b);
+	assert_ptr_equal(vr_map_last_start_before(&m, UINT64_MAX), c);
+	assert_ptr_equal(vr_map_next(&m, a), b);
+	assert_ptr_equal(vr_map_next(&m, b), c);
+	assert_null(vr_map_next(&m, c));
+	assert_null(vr_map_prev(&m, a));
+	assert_ptr_equal(vr_map_prev(&m, b), a);
+	assert_ptr_equal(vr_map_prev(&m, c), b);
+	vr_map_erase(&m, b);
+	vr_map_free(&m, b);
+	assert_int_equal(vr_map_check(&m), 0);
+	assert_ptr_equal(vr_map_next(&m, a), c);
+	assert_int_equal(m.nranges, 2);
+	/* the check notices a broken map */
+	a->end = 50; /* overlaps c */
+	assert_int_equal(vr_map_check(&m), -1);
+	a->end = 20;
+	c->age_flags = 0; /* unpurged, no whole page: fine off the LRU */
+	assert_int_equal(vr_map_check(&m), 0);
+	c->start = 0x1000; /* still ordered, now holds a page... */
+	c->end = 0x2000;
+	assert_int_equal(vr_map_check(&m), -1); /* ...but is not on the LRU */
+	vr_lru_append(&m, c);
+	assert_int_equal(vr_map_check(&m), 0);
+	vr_map_fini(&m);
+}
+
+static void test_map_whole_pages(void **state)
+{
+	(void)state;
+	uint64_t p0, p1;
+	assert_false(vr_whole_pages(0, PGSZ - 1, SHIFT, &p0, &p1));
+	assert_false(vr_whole_pages(1, PGSZ + 1, SHIFT, NULL, NULL));
+	assert_false(vr_whole_pages(PGSZ / 2, PGSZ + PGSZ / 2, SHIFT, NULL, NULL));
+	assert_true(vr_whole_pages(0, PGSZ, SHIFT, &p0, &p1));
+	assert_int_equal(p0, 0);
+	assert_int_equal(p1, PGSZ);
+	assert_true(vr_whole_pages(1, 3 * PGSZ - 1, SHIFT, &p0, &p1));
+	assert_int_equal(p0, PGSZ);
+	assert_int_equal(p1, 2 * PGSZ);
+	assert_true(vr_whole_pages(PGSZ, 2 * PGSZ + 5, SHIFT, &p0, &p1));
+	assert_int_equal(p0, PGSZ);
+	assert_int_equal(p1, 2 * PGSZ);
+}
+
+/* ascending and descending inserts (degenerate for a plain BST), then
+ * erasing from both ends: the treap stays valid and shallow enough */
+static size_t depth(const struct vr_range *n)
+{
+	if (!n)
+		return 0;
+	size_t l = depth(n->left), r = depth(n->right);
+	return 1 + (l > r ? l : r);
+}
+
+static void test_map_sorted_inserts(void **state)
+{
+	(void)state;
+	struct vr_map m;
+	vr_map_init(&m, SHIFT);
+	enum { N = 20000 };
+	static struct vr_range *v[N];
+	for (int i = 0; i < N; i++) {
+		uint64_t s = (uint64_t)(i % 2 ? N - i : i) * 10 + (i % 2 ? 5 * N * 10ull : 0);
+		v[i] = vr_map_alloc(&m);
+		assert_non_null(v[i]);
+		v[i]->start = s;
+		v[i]->end = s + 3;
+		v[i]->age_flags = VR_RANGE_PURGED;
+		vr_map_insert(&m, v[i]);
+	}
+	assert_int_equal(vr_map_check(&m), 0);
+	assert_int_equal(m.nranges, N);
+	size_t d = depth(m.root);
+	print_message("depth %zu for %d nodes\n", d, N);
+	assert_true(d < 100);
+	for (int i = 0; i < N; i++) {
+		vr_map_erase(&m, v[i]);
+		vr_map_free(&m, v[i]);
+		if (i % 1000 == 0)
+			assert_int_equal(vr_map_check(&m), 0);
+	}
+	assert_null(m.root);
+	assert_int_equal(vr_map_check(&m), 0);
+	vr_map_fini(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_map_empty_and_bounds),
+		cmocka_unit_test(test_map_whole_pages),
+		cmocka_unit_test(test_map_sorted_inserts),
+		cmocka_unit_test(test_map_random),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
