@@ -1072,7 +1072,6 @@ static void sc_install(void)
 static void prior_info(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
-	PRIOR.hits++;
 	PRIOR.sig = sig;
 	PRIOR.code = si->si_code;
 	if (si->si_code > 0) {
@@ -1081,6 +1080,8 @@ static void prior_info(int sig, siginfo_t *si, void *uc)
 		PRIOR.pid = si->si_pid;
 		PRIOR.value = si->si_value.sival_int;
 	}
+	/* last, with release: another thread polls hits, then reads the rest */
+	__atomic_add_fetch(&PRIOR.hits, 1, __ATOMIC_RELEASE);
 	if (PRIOR.jump)
 		siglongjmp(tenv, 1);
 }
@@ -1387,9 +1388,9 @@ static void sc_segv_restart(void)
 		usleep(1000);
 	usleep(20000);
 	CK_EQ(syscall(SYS_tgkill, getpid(), atomic_load(&RS.tid), SIGSEGV), 0);
-	for (int i = 0; i < 2000 && PRIOR.hits == 0; i++)
+	for (int i = 0; i < 2000 && __atomic_load_n(&PRIOR.hits, __ATOMIC_ACQUIRE) == 0; i++)
 		usleep(1000);
-	CK_EQ(PRIOR.hits, 1);
+	CK_EQ(__atomic_load_n(&PRIOR.hits, __ATOMIC_ACQUIRE), 1);
 	CK_EQ(PRIOR.code, SI_TKILL);
 	usleep(100000);
 	CK_EQ(write(RS.p[1], "x", 1), 1);

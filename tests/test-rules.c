@@ -885,16 +885,26 @@ static int count_dir(const char *path)
 	return n;
 }
 
+/* mappings of memfds called name, counted once per file: the mprotect
+ * trap backend splits a purged region's mapping into several lines */
 static int count_maps(const char *name)
 {
 	char line[4096], pat[256];
+	unsigned long inodes[256];
 	int n = 0;
 	snprintf(pat, sizeof(pat), "/memfd:%s ", name);
 	FILE *f = fopen("/proc/self/maps", "re");
 	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, pat))
-			n++;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long ino = 0;
+		if (!strstr(line, pat) || sscanf(line, "%*s %*s %*s %*s %lu", &ino) != 1)
+			continue;
+		int seen = 0;
+		for (int i = 0; i < n; i++)
+			seen |= inodes[i] == ino;
+		if (!seen && n < 256)
+			inodes[n++] = ino;
+	}
 	fclose(f);
 	return n;
 }
