@@ -284,6 +284,8 @@ void vr_region_destroy(struct vr_region *r);
 
 /**
  * vr_region_base - the region's first byte
+ * @r: the region
+ *
  * Returns: the base address, or NULL for NULL or an inherited handle.
  * Since: 0.1
  * Context: lock-free.
@@ -292,6 +294,8 @@ void *vr_region_base(const struct vr_region *r);
 
 /**
  * vr_region_size - the region's size in bytes as given at creation
+ * @r: the region
+ *
  * Returns: the size, or 0 for NULL or an inherited handle.
  * Since: 0.1
  * Context: lock-free.
@@ -300,6 +304,8 @@ size_t vr_region_size(const struct vr_region *r);
 
 /**
  * vr_region_fd - the region's memfd (owned by the region: do not close)
+ * @r: the region
+ *
  * Returns: the fd, or -EINVAL for NULL or an inherited handle.
  * Since: 0.1
  * Context: lock-free.
@@ -361,6 +367,10 @@ int vr_unmark(struct vr_region *r, size_t off, size_t len);
 
 /**
  * vr_status - volatility of [off, off + len)
+ * @r: the region
+ * @off: first byte
+ * @len: bytes, > 0
+ *
  * Returns: a mask of VR_STATE_VOLATILE (some byte is volatile) and
  * VR_STATE_PURGED (some byte lies in a purged range), 0, or -EINVAL.
  * Since: 0.1
@@ -373,6 +383,9 @@ int vr_status(struct vr_region *r, size_t off, size_t len);
 
 /**
  * vr_mark_ptr - vr_mark() on the region that holds [addr, addr + len)
+ * @addr: first byte, inside a region
+ * @len: bytes, > 0; the interval must not leave the region
+ *
  * Returns: as vr_mark(); -EINVAL if the interval is not wholly inside one
  * region.
  * Since: 0.1
@@ -382,6 +395,9 @@ int vr_mark_ptr(void *addr, size_t len);
 
 /**
  * vr_unmark_ptr - vr_unmark() on the region that holds [addr, addr + len)
+ * @addr: first byte, inside a region
+ * @len: bytes, > 0; the interval must not leave the region
+ *
  * Returns: as vr_unmark(); -EINVAL if the interval is not wholly inside one
  * region.
  * Since: 0.1
@@ -407,11 +423,21 @@ int vr_unmark_ptr(void *addr, size_t len);
  * SIGBUS (BUS_ADRERR, si_addr = @fault_addr).  After 8 consecutive
  * re-faults at one address with no purge or unmark in between, SIGBUS is
  * delivered whatever the handler returns.
+ * Since: 0.1
+ * Context: signal context (SIGSEGV handler) of the faulting thread; may
+ * call any vr_* function; must not return into an access it did not fix
+ * more than 8 times.
  */
-typedef int (*vr_fault_fn)(struct vr_region *r, size_t off, size_t len, void *fault_addr, void *arg);
+typedef int (*vr_fault_fn)(struct vr_region *r, size_t off, size_t len, void *fault_addr,
+			   void *arg);
 
 /**
- * vr_region_set_fault_handler - set or remove (fn == NULL) the handler
+ * vr_region_set_fault_handler - set or remove the region's fault handler
+ * @r: the region
+ * @fn: called when a thread touches a discarded page of @r; NULL removes
+ *      the handler (touches then raise SIGBUS)
+ * @arg: passed to @fn
+ *
  * Returns: 0 or -EINVAL.
  * Since: 0.1
  * Context: takes the region lock.
@@ -433,6 +459,41 @@ enum vr_trap {
  * Context: lock-free.
  */
 int vr_trap_backend(void);
+
+/* ---------------------------------------------------------------------- */
+/* diagnostics                                                             */
+
+/* priorities passed to a vr_log_fn (syslog's values) */
+#define VR_LOG_ERR 3
+#define VR_LOG_INFO 6
+#define VR_LOG_DEBUG 7
+
+/**
+ * vr_log_fn - receives one log line of the library
+ * @priority: a VR_LOG_* value
+ * @msg: the line, without a trailing newline; valid during the call only
+ * @arg: the pointer given to vr_set_log_fn()
+ */
+typedef void (*vr_log_fn)(int priority, const char *msg, void *arg);
+
+/**
+ * vr_set_log_fn - route the library's log lines to the application
+ * @fn: the function, or NULL to go back to the default (stderr, only with
+ *      VRANGE_DEBUG=1)
+ * @arg: passed to @fn
+ *
+ * While a function is set, the lines VRANGE_DEBUG=1 would print (purges,
+ * pressure events, the chosen pressure source and trap backend, skipped
+ * purges) go to it instead, whether VRANGE_DEBUG is set or not.  @fn may be
+ * called from any thread, including the monitor thread, sometimes with a
+ * library lock held: it must not call vr_* functions.  The one line written
+ * before a SIGBUS (VRANGE_DEBUG=1) is always written to stderr, since it is
+ * written from a signal handler.
+ *
+ * Since: 0.1
+ * Context: process-wide; takes a leaf lock.
+ */
+void vr_set_log_fn(vr_log_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -87,7 +87,7 @@ uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 	uint64_t sum = 0;
 	for (int i = 0; i < VR_NSHARDS; i++) {
 		struct vr_shard *sh = &c->shards[i];
-		sum += atomic_load_explicit(g == VR_G_RANGES	   ? &sh->ranges
+		sum += atomic_load_explicit(g == VR_G_RANGES     ? &sh->ranges
 					    : g == VR_G_VOLATILE ? &sh->volatile_bytes
 								 : &sh->purged_bytes,
 					    memory_order_relaxed);

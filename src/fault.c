@@ -111,7 +111,8 @@ static char *put_backtrace(char *p, char *end, ucontext_t *uc)
 }
 
 /* one line on stderr before a SIGBUS is delivered (VRANGE_DEBUG=1) */
-static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len, ucontext_t *uc)
+static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len,
+		       ucontext_t *uc)
 {
 	char buf[1024], *p = buf;
 	p = put_str(p, "vrange: SIGBUS on discarded page: region ");
@@ -174,7 +175,8 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		/* the default action, as if the library were absent */
 		set_default(SIGSEGV);
 		if (!from_kernel)
-			syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig, si);
+			syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig,
+				si);
 		/* a kernel fault re-faults on return and kills the process */
 		return;
 	}
@@ -218,7 +220,8 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 	vr_tls_held = r;
 	struct vr_range *x = vr_map_first_end_after(&r->map, off);
 	if (x && x->start <= off && vr_range_purged(x) &&
-	    vr_whole_pages(x->start, x->end, r->map.page_shift, &p0, &p1) && off >= p0 && off < p1) {
+	    vr_whole_pages(x->start, x->end, r->map.page_shift, &p0, &p1) && off >= p0 &&
+	    off < p1) {
 		claimed = true;
 		start = x->start;
 		len = x->end - x->start;
@@ -248,7 +251,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 	    fn(r, (size_t)start, (size_t)len, addr, arg) == VR_FAULT_RETRY)
 		goto out;
 	ftls.addr = NULL;
-	if (vr_debug)
+	if (vr_debug_stderr())
 		log_sigbus(r, addr, start, len, uc);
 	deliver_sigbus(addr, uc);
 out:

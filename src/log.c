@@ -1,5 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* log.c - VRANGE_DEBUG logging to stderr */
+/*
+ * log.c - diagnostics: VRANGE_DEBUG=1 to stderr, or an application's
+ * vr_log_fn
+ *
+ * Log lines are produced on slow paths only (purges, pressure, source
+ * choice, skipped purges), sometimes with a region lock held, so a log
+ * function must not call back into the library.  log_lock is a leaf lock:
+ * it is held only to copy the function pointer and its argument.
+ */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,26 +17,51 @@
 
 #include "private.h"
 
-int vr_debug;
+_Atomic int vr_debug;
 unsigned vr_pg_shift;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static vr_log_fn log_fn; /* protected by log_lock */
+static void *log_arg;    /* protected by log_lock */
 
 void vr_log_init(void)
 {
 	const char *e = getenv("VRANGE_DEBUG");
-	vr_debug = e && *e && strcmp(e, "0") != 0;
+	if (e && *e && strcmp(e, "0") != 0)
+		atomic_fetch_or(&vr_debug, 1);
+}
+
+_export_ void vr_set_log_fn(vr_log_fn fn, void *arg)
+{
+	pthread_mutex_lock(&log_lock);
+	log_fn = fn;
+	log_arg = fn ? arg : NULL;
+	if (fn)
+		atomic_fetch_or(&vr_debug, 2);
+	else
+		atomic_fetch_and(&vr_debug, ~2);
+	pthread_mutex_unlock(&log_lock);
 }
 
 void vr_log(const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
-	int n = snprintf(buf, sizeof(buf), "vrange[%d]: ", (int)getpid());
 	va_start(ap, fmt);
-	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
 	va_end(ap);
-	size_t len = strlen(buf);
-	buf[len++] = '\n';
-	ssize_t _unused_ w = write(STDERR_FILENO, buf, len);
+
+	pthread_mutex_lock(&log_lock);
+	vr_log_fn fn = log_fn;
+	void *arg = log_arg;
+	pthread_mutex_unlock(&log_lock);
+	if (fn) {
+		fn(VR_LOG_DEBUG, buf, arg);
+		return;
+	}
+	char line[600];
+	int n = snprintf(line, sizeof(line), "vrange[%d]: %s\n", (int)getpid(), buf);
+	if (n > 0)
+		vr_log_raw(line);
 }
 
 void vr_log_raw(const char *s)

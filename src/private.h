@@ -82,20 +82,20 @@ struct vr_ctx {
 
 struct vr_region {
 	pthread_mutex_t lock;
-	struct vr_map map;       /* protected by lock */
-	vr_fault_fn fault_fn;    /* protected by lock */
-	void *fault_arg;         /* protected by lock */
+	struct vr_map map;             /* protected by lock */
+	vr_fault_fn fault_fn;          /* protected by lock */
+	void *fault_arg;               /* protected by lock */
 	struct vr_region *prev, *next; /* ctx->regions, protected by ctx->lock */
-	struct vr_ctx *ctx;      /* immutable */
-	uint8_t *base;           /* immutable */
-	size_t size;             /* immutable: bytes given at creation */
-	size_t map_size;         /* immutable: page rounded */
-	int fd;                  /* immutable */
-	unsigned fork_gen;       /* immutable */
-	_Atomic uint64_t oldest_age; /* LRU head's age or UINT64_MAX (hint) */
-	_Atomic uint64_t trap_gen;   /* bumped by every arm/disarm in the region */
-	struct vr_shard *shard;      /* immutable: where this region's gauges go */
-	uint64_t last_age;           /* protected by lock: youngest age handed out */
+	struct vr_ctx *ctx;            /* immutable */
+	uint8_t *base;                 /* immutable */
+	size_t size;                   /* immutable: bytes given at creation */
+	size_t map_size;               /* immutable: page rounded */
+	int fd;                        /* immutable */
+	unsigned fork_gen;             /* immutable */
+	_Atomic uint64_t oldest_age;   /* LRU head's age or UINT64_MAX (hint) */
+	_Atomic uint64_t trap_gen;     /* bumped by every arm/disarm in the region */
+	struct vr_shard *shard;        /* immutable: where this region's gauges go */
+	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
 					region's share of the gauges */
 };
@@ -172,12 +172,18 @@ int vr_monitor_start(struct vr_ctx *ctx) _nonnull_();
 void vr_monitor_stop(struct vr_ctx *ctx, bool inherited) _nonnull_();
 
 /* ---- log.c ---- */
-extern int vr_debug; /* VRANGE_DEBUG */
+/* VRANGE_DEBUG=1 (bit 0) or a log function set (bit 1): log lines wanted */
+extern _Atomic int vr_debug;
+/* VRANGE_DEBUG=1: fatal-fault lines go to stderr from the signal handler */
+static inline bool vr_debug_stderr(void)
+{
+	return atomic_load_explicit(&vr_debug, memory_order_relaxed) & 1;
+}
 void vr_log_init(void);
 void vr_log(const char *fmt, ...) _printf_(1, 2);
 #define vr_dbg(...)                                                                                \
 	do {                                                                                       \
-		if (_unlikely_(vr_debug))                                                          \
+		if (_unlikely_(atomic_load_explicit(&vr_debug, memory_order_relaxed)))             \
 			vr_log(__VA_ARGS__);                                                       \
 	} while (0)
 /* async-signal-safe: writes a preformatted string to stderr */

@@ -36,7 +36,7 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	if (err < 0)
 		return err;
 	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
-		      (off_t)(p1 - p0)) < 0) {
+			 (off_t)(p1 - p0)) < 0) {
 		err = -errno;
 		vr_trap_disarm(r->base + p0, p1 - p0);
 		return err;
@@ -60,8 +60,7 @@ int vr_purge_range(struct vr_region *r, struct vr_range *rg)
 	if (err < 0) {
 		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
 		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
-		       (unsigned long long)rg->start, (unsigned long long)rg->end,
-		       strerror(-err));
+		       (unsigned long long)rg->start, (unsigned long long)rg->end, strerror(-err));
 		return err;
 	}
 	uint64_t len = rg->end - rg->start;

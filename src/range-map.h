@@ -28,10 +28,10 @@
 #define VR_RANGE_FLAG_BITS 2
 
 struct vr_range {
-	uint64_t start, end;            /* [start, end) in bytes */
-	struct vr_range *left, *right;  /* treap children */
-	struct vr_range *prev, *next;   /* LRU links, valid while ONLRU */
-	uint64_t age_flags;             /* age << 2 | VR_RANGE_* flags */
+	uint64_t start, end;           /* [start, end) in bytes */
+	struct vr_range *left, *right; /* treap children */
+	struct vr_range *prev, *next;  /* LRU links, valid while ONLRU */
+	uint64_t age_flags;            /* age << 2 | VR_RANGE_* flags */
 };
 
 struct vr_slab;
@@ -62,7 +62,8 @@ static inline bool vr_range_on_lru(const struct vr_range *r)
 }
 static inline void vr_range_set_age(struct vr_range *r, uint64_t age)
 {
-	r->age_flags = (age << VR_RANGE_FLAG_BITS) | (r->age_flags & ((1u << VR_RANGE_FLAG_BITS) - 1));
+	r->age_flags =
+		(age << VR_RANGE_FLAG_BITS) | (r->age_flags & ((1u << VR_RANGE_FLAG_BITS) - 1));
 }
 
 /* whole pages of [start, end): [*p0, *p1), page aligned; false if none */

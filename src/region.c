@@ -116,7 +116,8 @@ static uint64_t purge_at_once(struct vr_region *r, uint64_t s, uint64_t e)
 	if (!vr_whole_pages(s, e, sh, &w0, &w1))
 		return 0;
 	cur = w0;
-	for (struct vr_range *c = vr_map_first_end_after(&r->map, s);; c = vr_map_next(&r->map, c)) {
+	for (struct vr_range *c = vr_map_first_end_after(&r->map, s);;
+	     c = vr_map_next(&r->map, c)) {
 		uint64_t c0 = w1, c1 = w1;
 		if (c && c->start < e) {
 			if (!vr_range_purged(c) || !vr_whole_pages(c->start, c->end, sh, &c0, &c1))
@@ -126,7 +127,8 @@ static uint64_t purge_at_once(struct vr_region *r, uint64_t s, uint64_t e)
 			if (vr_discard_pages(r, cur, c0) == 0)
 				reclaimed += c0 - cur;
 			else
-				atomic_fetch_add_explicit(&r->ctx->skipped, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&r->ctx->skipped, 1,
+							  memory_order_relaxed);
 		}
 		cur = c1;
 		if (!c || c->start >= e)

@@ -96,13 +96,14 @@ int vr_trap_init(void)
 int vr_trap_arm(void *addr, size_t len)
 {
 	int rc = vr_trap_current() == VR_TRAP_GUARD ? vr_madvise(addr, len, MADV_GUARD_INSTALL)
-						   : vr_mprotect(addr, len, PROT_NONE);
+						    : vr_mprotect(addr, len, PROT_NONE);
 	return rc < 0 ? -errno : 0;
 }
 
 int vr_trap_disarm(void *addr, size_t len)
 {
-	int rc = vr_trap_current() == VR_TRAP_GUARD ? vr_madvise(addr, len, MADV_GUARD_REMOVE)
-						   : vr_mprotect(addr, len, PROT_READ | PROT_WRITE);
+	int rc = vr_trap_current() == VR_TRAP_GUARD
+			 ? vr_madvise(addr, len, MADV_GUARD_REMOVE)
+			 : vr_mprotect(addr, len, PROT_READ | PROT_WRITE);
 	return rc < 0 ? -errno : 0;
 }
