@@ -129,14 +129,22 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 
 	/* regions cannot go away while purge_lock is held */
 	pthread_mutex_lock(&c->lock);
-	size_t nh = 0, cap = c->nregions;
-	struct cand *h = cap ? vr_malloc(cap * sizeof(*h)) : NULL;
-	if (cap && !h) {
-		pthread_mutex_unlock(&c->lock);
-		pthread_mutex_unlock(&c->purge_lock);
-		return -ENOMEM;
+	/* only regions with something purgeable enter the heap; up to 32 of
+	 * them fit on the stack, so a limit check that finds nothing to purge
+	 * (or little) allocates nothing */
+	struct cand local[32], *h = local;
+	size_t nh = 0, cap = 0;
+	for (struct vr_region *r = c->regions; r; r = r->next)
+		cap += atomic_load_explicit(&r->oldest_age, memory_order_relaxed) != UINT64_MAX;
+	if (cap > VR_ARRAY_SIZE(local)) {
+		h = vr_malloc(cap * sizeof(*h));
+		if (!h) {
+			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&c->purge_lock);
+			return -ENOMEM;
+		}
 	}
-	for (struct vr_region *r = c->regions; r; r = r->next) {
+	for (struct vr_region *r = c->regions; r && nh < cap; r = r->next) {
 		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
 		if (age != UINT64_MAX)
 			h[nh++] = (struct cand){ age, r };
@@ -179,7 +187,8 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			h[0] = h[--nh];
 		sift_down(h, nh, 0);
 	}
-	free(h);
+	if (h != local)
+		free(h);
 	pthread_mutex_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }
