@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * s-markpair.c - scenario 1: the cost of using an intact object.
+ *
+ * libvrange: a region holds N volatile 64 KiB ranges (each followed by a
+ * one-page gap so that they stay N ranges); one "pair" is vr_unmark of a
+ * random range (must return VR_INTACT) then vr_mark of it again (must
+ * return VR_INTACT).  The memfd is sparse: no page is ever touched.
+ * Random ranges make the tree walk pay for cache misses as a real cache
+ * would; "hot" repeats one range (the best case); "ptr" is the random
+ * pair through vr_unmark_ptr / vr_mark_ptr (adds the address lookup).
+ *
+ * madvfree-canary: lock (CAS back 16 words) + unlock (save 16 words,
+ * write cookies, madvise(MADV_FREE)) of a random 64 KiB object out of 64.
+ *
+ * Floor: two uncontended mutex lock+unlock (a pair takes the region lock
+ * twice).
+ *
+ * Each sample is the mean over a batch of BATCH pairs; median and p99 are
+ * over samples.
+ */
+#include "bench.h"
+#include "baselines.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <vrange.h>
+
+#define SCEN "markpair"
+#define OBJ (64 * KiB)
+#define BATCH 64
+
+enum pair_kind { PAIR_RANDOM, PAIR_HOT, PAIR_PTR };
+
+static void pair_batch(struct vr_region *r, size_t n, size_t stride, uint64_t *rng,
+		       enum pair_kind kind)
+{
+	char *base = vr_region_base(r);
+	for (size_t j = 0; j < BATCH; j++) {
+		size_t off = (kind == PAIR_HOT ? n / 2 : rng_below(rng, n)) * stride;
+		int a, b;
+		if (kind == PAIR_PTR) {
+			a = vr_unmark_ptr(base + off, OBJ);
+			b = vr_mark_ptr(base + off, OBJ);
+		} else {
+			a = vr_unmark(r, off, OBJ);
+			b = vr_mark(r, off, OBJ);
+		}
+		if (a != VR_INTACT || b != VR_INTACT)
+			die("pair at %zu: unmark %d mark %d (expected intact)", off, a, b);
+	}
+}
+
+static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
+{
+	size_t stride = OBJ + page_size, nsamp = BY_MODE(100, 800, 3000);
+	struct vr_region *r;
+	char name[48];
+	VRCHECK(vr_region_new(ctx, "vrbench-markpair", n * stride, 0, &r));
+
+	uint64_t t0 = now_ns();
+	for (size_t i = 0; i < n; i++)
+		if (VRCHECK(vr_mark(r, i * stride, OBJ)) != VR_INTACT)
+			die("fresh mark purged");
+	double build = (double)(now_ns() - t0) / (double)n;
+	CHECK(vr_ctx_stat(ctx, VR_STAT_RANGES) == n);
+	snprintf(name, sizeof(name), "vr-mark-build-%s", tag);
+	emit_row(SCEN, name, build, NAN, "ns/range", (long)n);
+
+	uint64_t rng = 0x1234567 + n;
+	static const char *const suffix[] = { "", "-hot", "-ptr" };
+	for (int kind = PAIR_RANDOM; kind <= PAIR_PTR; kind++) {
+		struct samples s = { 0 };
+		pair_batch(r, n, stride, &rng, kind); /* warm-up */
+		for (size_t i = 0; i < nsamp; i++) {
+			uint64_t t = now_ns();
+			pair_batch(r, n, stride, &rng, kind);
+			samples_add(&s, (double)(now_ns() - t) / BATCH);
+		}
+		snprintf(name, sizeof(name), "vr-pair-%s%s", tag, suffix[kind]);
+		emit_samples(SCEN, name, &s, "ns");
+		samples_free(&s);
+	}
+	CHECK(vr_ctx_stat(ctx, VR_STAT_RANGES) == n);
+	CHECK(vr_ctx_stat(ctx, VR_STAT_PURGES) == 0);
+	vr_region_destroy(r);
+}
+
+static void bench_canary(void)
+{
+	size_t nobj = 64, nsamp = BY_MODE(50, 300, 1500);
+	char *arena = map_anon(nobj * OBJ);
+	uint64_t *saved = calloc(nobj * (OBJ / page_size), sizeof(uint64_t));
+	CHECK(saved);
+	populate(arena, nobj * OBJ);
+	for (size_t i = 0; i < nobj; i++) {
+		for (size_t p = 0; p < OBJ; p += page_size)
+			*(uint64_t *)(arena + i * OBJ + p) = i * 1000 + p;
+		canary_unlock(arena + i * OBJ, OBJ, saved + i * (OBJ / page_size));
+	}
+	struct samples s = { 0 };
+	uint64_t rng = 42, purged = 0;
+	for (size_t i = 0; i <= nsamp; i++) {
+		uint64_t t = now_ns();
+		for (size_t j = 0; j < BATCH; j++) {
+			size_t o = rng_below(&rng, nobj);
+			uint64_t *sv = saved + o * (OBJ / page_size);
+			if (!canary_lock(arena + o * OBJ, OBJ, sv))
+				purged++; /* the kernel reclaimed it: legal, just counted */
+			canary_unlock(arena + o * OBJ, OBJ, sv);
+		}
+		if (i) /* the first batch warms up */
+			samples_add(&s, (double)(now_ns() - t) / BATCH);
+	}
+	emit_samples(SCEN, "canary-pair", &s, "ns");
+	if (purged)
+		emit_note("madvfree-canary: %llu objects reclaimed by the kernel during the run",
+			  (unsigned long long)purged);
+	samples_free(&s);
+	free(saved);
+	munmap(arena, nobj * OBJ);
+}
+
+static void bench_mutex2(void)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct samples s = { 0 };
+	size_t nsamp = BY_MODE(100, 800, 3000);
+	for (size_t i = 0; i < nsamp; i++) {
+		uint64_t t = now_ns();
+		for (size_t j = 0; j < BATCH; j++) {
+			pthread_mutex_lock(&m);
+			__asm__ volatile("" ::: "memory");
+			pthread_mutex_unlock(&m);
+			pthread_mutex_lock(&m);
+			__asm__ volatile("" ::: "memory");
+			pthread_mutex_unlock(&m);
+		}
+		samples_add(&s, (double)(now_ns() - t) / BATCH);
+	}
+	emit_samples(SCEN, "mutex-2x-lock-unlock", &s, "ns");
+	samples_free(&s);
+}
+
+int run_markpair(void)
+{
+	struct vr_ctx *ctx;
+	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
+	bench_mutex2();
+	bench_canary();
+	bench_vr(ctx, 1000, "1e3");
+	if (bopt.mode == MODE_SMOKE) {
+		bench_vr(ctx, 10000, "1e4");
+	} else {
+		bench_vr(ctx, 100000, "1e5");
+		bench_vr(ctx, 1000000, "1e6");
+	}
+	vr_ctx_destroy(ctx);
+	return 0;
+}

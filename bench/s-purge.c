@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * s-purge.c - scenario 3: purge throughput, one trap backend per child.
+ *
+ * 1 GiB (full) of populated 64 KiB or 2 MiB ranges, each followed by a
+ * one-page gap.  libvrange: mark every range, then vr_ctx_purge() 1 MiB
+ * (or one 2 MiB range) at a time until nothing is left.  Raw: the same
+ * ranges of a plain memfd mapping, each trapped (mprotect PROT_NONE or
+ * MADV_GUARD_INSTALL, as the backend) then punched, the same number of
+ * ranges per timed sample.  Both sides run in this process, alternating.
+ * After each run the memfd must hold no page any more (st_blocks == 0).
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vrange.h>
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+#define SCEN "purge"
+
+static bool guard;
+
+struct acc {
+	struct samples per_range; /* us */
+	double bytes, ns;
+};
+
+static uint64_t file_bytes(int fd)
+{
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
+static void run_vr(struct vr_ctx *ctx, size_t rlen, size_t total, struct acc *a)
+{
+	size_t nr = total / rlen, stride = rlen + page_size, k = rlen >= MiB ? 1 : MiB / rlen;
+	struct vr_region *r;
+	VRCHECK(vr_region_new(ctx, "vrbench-purge", nr * stride, 0, &r));
+	char *base = vr_region_base(r);
+	for (size_t i = 0; i < nr; i++) {
+		populate(base + i * stride, rlen);
+		if (VRCHECK(vr_mark(r, i * stride, rlen)) != VR_INTACT)
+			die("fresh mark purged");
+	}
+	CHECK(vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) == total);
+	uint64_t skipped0 = vr_ctx_stat(ctx, VR_STAT_SKIPPED);
+	size_t done = 0;
+	for (;;) {
+		uint64_t t0 = now_ns();
+		ssize_t got = vr_ctx_purge(ctx, k * rlen);
+		uint64_t dt = now_ns() - t0;
+		VRCHECK(got);
+		if (got == 0)
+			break;
+		size_t ranges = (size_t)got / rlen;
+		CHECK(ranges * rlen == (size_t)got && ranges > 0);
+		samples_add(&a->per_range, (double)dt / 1000.0 / (double)ranges);
+		a->ns += (double)dt;
+		a->bytes += (double)got;
+		done += (size_t)got;
+	}
+	uint64_t skipped = vr_ctx_stat(ctx, VR_STAT_SKIPPED) - skipped0;
+	if (done != total)
+		emit_note(
+			"purge %zu KiB ranges: libvrange reclaimed %zu of %zu bytes (%llu skipped)",
+			rlen / KiB, done, total, (unsigned long long)skipped);
+	CHECK(vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) == total - done);
+	if (done == total && file_bytes(vr_region_fd(r)) != 0)
+		die("libvrange purge left %llu bytes in the memfd",
+		    (unsigned long long)file_bytes(vr_region_fd(r)));
+	vr_region_destroy(r);
+}
+
+static void run_raw(size_t rlen, size_t total, struct acc *a)
+{
+	size_t nr = total / rlen, stride = rlen + page_size, k = rlen >= MiB ? 1 : MiB / rlen;
+	size_t len = nr * stride;
+	int fd = memfd_create("vrbench-raw", MFD_CLOEXEC);
+	CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
+	char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(base != MAP_FAILED);
+	for (size_t i = 0; i < nr; i++)
+		populate(base + i * stride, rlen);
+	for (size_t i = 0; i < nr; i += k) {
+		size_t n = nr - i < k ? nr - i : k;
+		uint64_t t0 = now_ns();
+		for (size_t j = i; j < i + n; j++) {
+			char *p = base + j * stride;
+			int rc = guard ? madvise(p, rlen, MADV_GUARD_INSTALL)
+				       : mprotect(p, rlen, PROT_NONE);
+			if (rc < 0)
+				die("raw trap: %s", strerror(errno));
+			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)(j * stride), (off_t)rlen) < 0)
+				die("raw punch: %s", strerror(errno));
+		}
+		uint64_t dt = now_ns() - t0;
+		samples_add(&a->per_range, (double)dt / 1000.0 / (double)n);
+		a->ns += (double)dt;
+		a->bytes += (double)(n * rlen);
+	}
+	if (file_bytes(fd) != 0)
+		die("raw purge left bytes in the memfd");
+	munmap(base, len);
+	close(fd);
+}
+
+static void bench_size(struct vr_ctx *ctx, size_t rlen, const char *tag)
+{
+	size_t total = BY_MODE(16 * MiB, 128 * MiB, 1 * GiB), reps = BY_MODE(1, 2, 3);
+	struct acc vr = { 0 }, raw = { 0 };
+	char nm[48];
+	for (size_t rep = 0; rep < reps; rep++) {
+		/* alternate which side goes first */
+		if (rep & 1) {
+			run_raw(rlen, total, &raw);
+			run_vr(ctx, rlen, total, &vr);
+		} else {
+			run_vr(ctx, rlen, total, &vr);
+			run_raw(rlen, total, &raw);
+		}
+	}
+	snprintf(nm, sizeof(nm), "vr-purge-%s", tag);
+	emit_samples(SCEN, nm, &vr.per_range, "us/range");
+	snprintf(nm, sizeof(nm), "raw-purge-%s", tag);
+	emit_samples(SCEN, nm, &raw.per_range, "us/range");
+	snprintf(nm, sizeof(nm), "vr-purge-%s-bw", tag);
+	emit_row(SCEN, nm, vr.bytes / vr.ns, NAN, "GB/s", (long)vr.per_range.n);
+	snprintf(nm, sizeof(nm), "raw-purge-%s-bw", tag);
+	emit_row(SCEN, nm, raw.bytes / raw.ns, NAN, "GB/s", (long)raw.per_range.n);
+	samples_free(&vr.per_range);
+	samples_free(&raw.per_range);
+}
+
+int run_purge(void)
+{
+	struct vr_ctx *ctx;
+	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &ctx);
+	if (rc == -EOPNOTSUPP && bopt.backend) {
+		emit_note("trap backend %s not supported here: purge scenario skipped",
+			  bopt.backend);
+		return 77;
+	}
+	VRCHECK(rc);
+	guard = vr_trap_backend() == VR_TRAP_GUARD;
+	if (bopt.backend && strcmp(bopt.backend, guard ? "guard" : "mprotect") != 0)
+		die("asked for backend %s, libvrange uses %s", bopt.backend,
+		    guard ? "guard" : "mprotect");
+	bench_size(ctx, 64 * KiB, "64k");
+	bench_size(ctx, 2 * MiB, "2m");
+	vr_ctx_destroy(ctx);
+	return 0;
+}
