@@ -117,6 +117,37 @@ struct vr_range *vr_map_prev(const struct vr_map *m, const struct vr_range *r)
 	return vr_map_last_start_before(m, r->start);
 }
 
+void vr_map_neighbours(const struct vr_map *m, uint64_t off, struct vr_range **pred,
+		       struct vr_range **succ)
+{
+	struct vr_range *n = m->root;
+	*pred = *succ = NULL;
+	while (n) {
+		if (n->start < off) {
+			*pred = n;
+			n = n->right;
+		} else {
+			*succ = n;
+			n = n->left;
+		}
+	}
+}
+
+struct vr_range **vr_map_find_link(struct vr_map *m, uint64_t off)
+{
+	struct vr_range **link = &m->root;
+	while (*link) {
+		struct vr_range *n = *link;
+		if (off < n->start)
+			link = &n->left;
+		else if (off >= n->end)
+			link = &n->right;
+		else
+			return link;
+	}
+	return NULL;
+}
+
 /* split t into keys < key (*l) and keys >= key (*r) */
 static void split(struct vr_range *t, uint64_t key, struct vr_range **l, struct vr_range **r)
 {
@@ -165,14 +196,20 @@ void vr_map_insert(struct vr_map *m, struct vr_range *r)
 	m->nranges++;
 }
 
+void vr_map_erase_at(struct vr_map *m, struct vr_range **link)
+{
+	struct vr_range *r = *link;
+	*link = merge(r->left, r->right);
+	r->left = r->right = NULL;
+	m->nranges--;
+}
+
 void vr_map_erase(struct vr_map *m, struct vr_range *r)
 {
 	struct vr_range **link = &m->root;
 	while (*link != r)
 		link = r->start < (*link)->start ? &(*link)->left : &(*link)->right;
-	*link = merge(r->left, r->right);
-	r->left = r->right = NULL;
-	m->nranges--;
+	vr_map_erase_at(m, link);
 }
 
 void vr_lru_append(struct vr_map *m, struct vr_range *r)

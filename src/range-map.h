@@ -94,6 +94,15 @@ struct vr_range *vr_map_last_start_before(const struct vr_map *m, uint64_t off) 
 struct vr_range *vr_map_next(const struct vr_map *m, const struct vr_range *r) _nonnull_();
 struct vr_range *vr_map_prev(const struct vr_map *m, const struct vr_range *r) _nonnull_();
 
+/* one descent: *pred = last range with start < off, *succ = first range
+ * with start >= off (either may be NULL) */
+void vr_map_neighbours(const struct vr_map *m, uint64_t off, struct vr_range **pred,
+		       struct vr_range **succ) _nonnull_();
+/* the link (parent's child pointer or &root) that holds the range
+ * containing off, or NULL: lets vr_map_erase_at() skip a second descent */
+struct vr_range **vr_map_find_link(struct vr_map *m, uint64_t off) _nonnull_();
+void vr_map_erase_at(struct vr_map *m, struct vr_range **link) _nonnull_();
+
 /* tree membership; keys must not overlap existing ranges */
 void vr_map_insert(struct vr_map *m, struct vr_range *r) _nonnull_();
 void vr_map_erase(struct vr_map *m, struct vr_range *r) _nonnull_();

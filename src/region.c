@@ -137,10 +137,39 @@ static uint64_t purge_at_once(struct vr_region *r, uint64_t s, uint64_t e)
 	return reclaimed;
 }
 
+/* the common cases in one descent of the tree (plus the insert):
+ * a mark wholly inside a range, and a mark touching no range at all.
+ * Returns -1 when the general path must decide. */
+static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	struct vr_map *m = &r->map;
+	struct vr_range *pred, *succ;
+	vr_map_neighbours(m, a, &pred, &succ);
+	if (pred && pred->end >= b)
+		return vr_range_purged(pred) ? VR_PURGED : VR_INTACT;
+	if (succ && succ->start == a && succ->end >= b)
+		return vr_range_purged(succ) ? VR_PURGED : VR_INTACT;
+	if ((pred && pred->end >= a) || (succ && succ->start <= b))
+		return -1; /* overlap or adjacency: merging rules apply */
+	struct vr_range *nr = vr_map_alloc(m);
+	if (!nr)
+		return -ENOMEM;
+	nr->start = a;
+	nr->end = b;
+	nr->age_flags = 0;
+	vr_range_set_age(nr, vr_age_next(r));
+	range_link(r, nr, NULL);
+	vr_region_publish_oldest(r);
+	return VR_INTACT;
+}
+
 static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 {
 	struct vr_map *m = &r->map;
 	struct vr_ctx *c = r->ctx;
+	int fast = mark_fast(r, a, b);
+	if (fast != -1)
+		return fast;
 	struct vr_range *first = vr_map_first_end_after(m, a);
 
 	/* wholly inside one range: nothing changes (S3, S8) */
@@ -235,6 +264,20 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 {
 	struct vr_map *m = &r->map;
 	unsigned sh = m->page_shift;
+
+	/* fast path: exactly one unpurged range, one descent */
+	struct vr_range **link = vr_map_find_link(m, a);
+	if (link && (*link)->start == a && (*link)->end == b && !vr_range_purged(*link)) {
+		struct vr_range *x = *link;
+		if (vr_range_on_lru(x))
+			vr_lru_remove(m, x);
+		vr_map_erase_at(m, link);
+		gauge_add(r, x, -1);
+		vr_map_free(m, x);
+		vr_region_publish_oldest(r);
+		return VR_INTACT;
+	}
+
 	struct vr_range *first = vr_map_first_end_after(m, a);
 	if (!first || first->start >= b)
 		return VR_INTACT; /* nothing volatile in the interval */
