@@ -233,14 +233,22 @@ static int status_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	return st;
 }
 
-_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+/* check the span, then run fn on [off, off + len) under the region lock */
+static inline int locked_span(struct vr_region *r, size_t off, size_t len,
+			      int (*fn)(struct vr_region *, uint64_t, uint64_t))
 {
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
 	vr_region_lock(r);
-	rc = mark_locked(r, off, off + len);
+	rc = fn(r, off, off + len);
 	vr_region_unlock(r);
+	return rc;
+}
+
+_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+{
+	int rc = locked_span(r, off, len, mark_locked);
 	if (rc < 0)
 		return rc;
 
@@ -366,24 +374,12 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 
 _export_ int vr_unmark(struct vr_region *r, size_t off, size_t len)
 {
-	int rc = check_span(r, off, len);
-	if (rc < 0)
-		return rc;
-	vr_region_lock(r);
-	rc = unmark_locked(r, off, off + len);
-	vr_region_unlock(r);
-	return rc;
+	return locked_span(r, off, len, unmark_locked);
 }
 
 _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 {
-	int rc = check_span(r, off, len);
-	if (rc < 0)
-		return rc;
-	vr_region_lock(r);
-	rc = status_locked(r, off, off + len);
-	vr_region_unlock(r);
-	return rc;
+	return locked_span(r, off, len, status_locked);
 }
 
 /* ---- pointer style ---- */
