@@ -686,28 +686,10 @@ static void test_child_never_sees_parent_memory(void **state)
 	run_ok("child_touch");
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define VT_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define VT_ASAN 1
-#endif
-
 static void test_fork_during_library_calls(void **state)
 {
 	(void)state;
-#ifdef VT_ASAN
-	/* clang 14's ASan allocator is not fork-safe: a child forked while
-	 * another thread allocates can hang in its own calloc (seen: the
-	 * child's monitor thread blocked in SizeClassAllocator64 during
-	 * AsanThread::Init).  The hammer runs in the plain build;
-	 * the other fork tests still run here. */
-	skip();
-#else
 	run_ok("fork_hammer");
-#endif
 }
 
 static void test_exec_leaves_no_fd(void **state)
