@@ -32,7 +32,7 @@ _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 	if (err < 0)
 		return err;
 
-	struct vr_ctx *c = vr_calloc(1, sizeof(*c));
+	struct vr_ctx *c = vr_calloc_aligned(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->purge_lock, NULL);

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -65,10 +66,15 @@ static inline void *vr_malloc(size_t n)
 	VR_FI_FAIL(VR_FI_MALLOC, NULL);
 	return malloc(n);
 }
-static inline void *vr_calloc(size_t n, size_t size)
+/* zeroed and cache-line aligned: objects two threads use side by side must
+ * not share a line */
+static inline void *vr_calloc_aligned(size_t size)
 {
+	void *p = NULL;
 	VR_FI_FAIL(VR_FI_MALLOC, NULL);
-	return calloc(n, size);
+	if (posix_memalign(&p, 64, size) != 0)
+		return NULL;
+	return memset(p, 0, size);
 }
 static inline int vr_memfd_create(const char *name, unsigned flags)
 {

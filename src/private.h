@@ -98,7 +98,7 @@ struct vr_region {
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
 					region's share of the gauges */
-};
+} __attribute__((aligned(64))); /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();

@@ -414,7 +414,7 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
 /* ---- lifecycle ---- */
 static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region **out)
 {
-	struct vr_region *r = vr_calloc(1, sizeof(*r));
+	struct vr_region *r = vr_calloc_aligned(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	size_t map_size = (size + page_mask()) & ~(size_t)page_mask();

@@ -12,8 +12,9 @@
  * Debian's liburcu 0.13 also lacks ThreadSanitizer annotations.
  *
  * So the registry is a tiny purpose-built RCU: an immutable sorted array
- * published through one atomic pointer, and two reader counters indexed by
- * the parity of an epoch.  A reader increments readers[epoch & 1], loads
+ * published through one atomic pointer, and reader counters indexed by
+ * the parity of an epoch (sharded per thread, see below).  A reader
+ * increments its readers[shard].n[epoch & 1], loads
  * the pointer, searches, decrements.  A writer (serialized by wlock)
  * publishes a new array, then twice flips the epoch and waits for the
  * counter of the parity it left to drain; after the two flips no reader
@@ -46,7 +47,26 @@ struct snap {
 
 static _Atomic(struct snap *) current;
 static _Atomic unsigned long epoch;
-static _Atomic long readers[2];
+/* reader counters, sharded so that threads looking up addresses (every
+ * pointer-style call) do not bounce one cache line: a thread takes a shard
+ * by a per-thread index handed out on its first lookup */
+#define NSHARDS 16
+static struct {
+	_Atomic long n[2];
+} __attribute__((aligned(64))) readers[NSHARDS];
+static _Atomic unsigned next_shard;
+static __thread unsigned my_shard __attribute__((tls_model("initial-exec")));
+
+/* async-signal-safe: a TLS read and, once per thread, an atomic add */
+static inline _Atomic long *reader_counter(unsigned long e)
+{
+	unsigned s = my_shard;
+	if (!s) {
+		s = atomic_fetch_add(&next_shard, 1) % NSHARDS + 1;
+		my_shard = s;
+	}
+	return &readers[s - 1].n[e & 1];
+}
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 
 struct vr_region *vr_registry_lookup(const void *addr)
@@ -54,7 +74,8 @@ struct vr_region *vr_registry_lookup(const void *addr)
 	uintptr_t a = (uintptr_t)addr;
 	struct vr_region *found = NULL;
 	unsigned long e = atomic_load(&epoch);
-	atomic_fetch_add(&readers[e & 1], 1);
+	_Atomic long *cnt = reader_counter(e);
+	atomic_fetch_add(cnt, 1);
 	struct snap *s = atomic_load(&current);
 	if (s) {
 		size_t lo = 0, hi = s->n;
@@ -68,7 +89,7 @@ struct vr_region *vr_registry_lookup(const void *addr)
 		if (lo > 0 && a < s->e[lo - 1].end)
 			found = s->e[lo - 1].r;
 	}
-	atomic_fetch_sub(&readers[e & 1], 1);
+	atomic_fetch_sub(cnt, 1);
 	return found;
 }
 
@@ -76,8 +97,9 @@ static void synchronize(void)
 {
 	for (int i = 0; i < 2; i++) {
 		unsigned long e = atomic_fetch_add(&epoch, 1);
-		while (atomic_load(&readers[e & 1]) != 0)
-			sched_yield();
+		for (int s = 0; s < NSHARDS; s++)
+			while (atomic_load(&readers[s].n[e & 1]) != 0)
+				sched_yield();
 	}
 }
 
@@ -141,7 +163,9 @@ void vr_registry_atfork_child(void)
 	/* the child has none of the parent's mappings (MADV_DONTFORK) */
 	free(atomic_load(&current));
 	atomic_store(&current, NULL);
-	atomic_store(&readers[0], 0);
-	atomic_store(&readers[1], 0);
+	for (int s = 0; s < NSHARDS; s++) {
+		atomic_store(&readers[s].n[0], 0);
+		atomic_store(&readers[s].n[1], 0);
+	}
 	pthread_mutex_init(&wlock, NULL);
 }
