@@ -32,6 +32,7 @@ static bool guard;
 
 struct acc {
 	struct samples per_range; /* us */
+	struct samples unmark;    /* us per vr_unmark of a purged range */
 	double bytes, ns;
 };
 
@@ -79,6 +80,14 @@ static void run_vr(struct vr_ctx *ctx, size_t rlen, size_t total, struct acc *a)
 	if (done == total && file_bytes(vr_region_fd(r)) != 0)
 		die("libvrange purge left %llu bytes in the memfd",
 		    (unsigned long long)file_bytes(vr_region_fd(r)));
+	/* unmark of a purged range: the trap is taken down (S5) */
+	for (size_t i = 0; i < nr; i++) {
+		uint64_t t0 = now_ns();
+		int rc = VRCHECK(vr_unmark(r, i * stride, rlen));
+		samples_add(&a->unmark, (double)(now_ns() - t0) / 1000.0);
+		if (done == total && rc != VR_PURGED)
+			die("unmark of a purged range said intact");
+	}
 	vr_region_destroy(r);
 }
 
@@ -135,11 +144,14 @@ static void bench_size(struct vr_ctx *ctx, size_t rlen, const char *tag)
 	emit_samples(SCEN, nm, &vr.per_range, "us/range");
 	snprintf(nm, sizeof(nm), "raw-purge-%s", tag);
 	emit_samples(SCEN, nm, &raw.per_range, "us/range");
+	snprintf(nm, sizeof(nm), "vr-unmark-purged-%s", tag);
+	emit_samples(SCEN, nm, &vr.unmark, "us");
 	snprintf(nm, sizeof(nm), "vr-purge-%s-bw", tag);
 	emit_row(SCEN, nm, vr.bytes / vr.ns, NAN, "GB/s", (long)vr.per_range.n);
 	snprintf(nm, sizeof(nm), "raw-purge-%s-bw", tag);
 	emit_row(SCEN, nm, raw.bytes / raw.ns, NAN, "GB/s", (long)raw.per_range.n);
 	samples_free(&vr.per_range);
+	samples_free(&vr.unmark);
 	samples_free(&raw.per_range);
 }
 
