@@ -36,18 +36,6 @@ struct snap {
 	int nfd;
 };
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	assert_non_null(d);
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1; /* the DIR's own fd */
-}
-
 /* lines of /proc/self/maps that name the memfd @name */
 static int count_maps(const char *name)
 {
@@ -84,7 +72,7 @@ static void snap_take(const struct fx *f, struct snap *s)
 			s->status[k][i] = vr_status(f->r[k], i * q, len);
 		}
 	}
-	s->nfd = count_fds();
+	s->nfd = vt_count_fds();
 }
 
 static void snap_same(const struct fx *f, const struct snap *a, const char *what)

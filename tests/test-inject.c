@@ -16,18 +16,6 @@
 
 static size_t P;
 
-static int count_fds(void)
-{
-	int n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return -1;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
 #define CK_RC(rc) CK((rc) == VR_INTACT || (rc) == VR_PURGED || ((rc) < 0 && (rc) > -4096), "rc=%d", (rc))
 
 struct chunk {
@@ -38,12 +26,12 @@ struct chunk {
 static void sweep_body(void)
 {
 	P = vt_pg();
-	int fds0 = count_fds();
+	int fds0 = vt_count_fds();
 	struct vr_ctx *c = NULL;
 	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
 	if (rc < 0) {
 		CK(c == NULL);
-		CK_EQ(count_fds(), fds0);
+		CK_EQ(vt_count_fds(), fds0);
 		return;
 	}
 	struct vr_region *rg[2] = { NULL, NULL };
@@ -126,7 +114,7 @@ static void sweep_body(void)
 	}
 	vr_region_destroy(shared);
 	vr_ctx_destroy(c);
-	CK_EQ(count_fds(), fds0);
+	CK_EQ(vt_count_fds(), fds0);
 }
 
 static const struct vt_scenario scenarios[] = {

@@ -20,30 +20,6 @@
 
 /* ---- process resource counters ---- */
 
-static int count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return -1;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n; /* includes the fd of d itself for /proc/self/fd: constant */
-}
-
-static int count_fds(void)
-{
-	return count_dir("/proc/self/fd");
-}
-
-static int count_threads(void)
-{
-	return count_dir("/proc/self/task");
-}
-
 /* lines of /proc/self/maps of memfds named exactly @name */
 static int count_maps(const char *name)
 {
@@ -69,7 +45,7 @@ struct snap {
 
 static struct snap take(void)
 {
-	return (struct snap){ count_fds(), count_threads(), count_maps(NAME) };
+	return (struct snap){ vt_count_fds(), vt_count_threads(), count_maps(NAME) };
 }
 
 /* a joined thread may linger in /proc/self/task for a moment after
@@ -273,7 +249,7 @@ static void test_ctx_destroy_live_regions(void **state)
 		assert_true(vr_ctx_notify_pressure(c, VR_PRESSURE_MODERATE) >= 0);
 		assert_int_equal(vr_ctx_stat(c, VR_STAT_REGIONS), (uint64_t)n);
 		assert_true(count_maps(NAME) - before.maps >= n);
-		assert_true(count_fds() - before.fds >= n);
+		assert_true(vt_count_fds() - before.fds >= n);
 		vr_ctx_destroy(c);
 		for (int i = 0; i < n; i++)
 			assert_null(vr_region_of(bases[i]));
@@ -310,7 +286,7 @@ static void test_from_fd_churn(void **state)
 			vr_region_destroy(r[j]);
 		/* the caller's fd is still open */
 		assert_true(fcntl(fd, F_GETFD) >= 0);
-		assert_int_equal(count_fds(), before.fds);
+		assert_int_equal(vt_count_fds(), before.fds);
 	}
 	assert_int_equal(count_maps(NAME "-fd"), 0);
 	/* and once with live from_fd regions left to vr_ctx_destroy */
@@ -318,7 +294,7 @@ static void test_from_fd_churn(void **state)
 	assert_int_equal(vr_region_from_fd(c, fd, 0, &r), 0);
 	populate(c, r, &rng);
 	assert_int_equal(vr_region_from_fd(c, fd, 0, &r), 0);
-	assert_int_equal(count_fds(), before.fds + 2);
+	assert_int_equal(vt_count_fds(), before.fds + 2);
 	assert_true(count_maps(NAME "-fd") >= 2);
 	vr_ctx_destroy(c);
 	assert_snap_equal(before, take());

@@ -59,30 +59,11 @@ static void clear_env(void)
 
 /* ---- /proc helpers ---- */
 
-static int count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return -1;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
-static int count_threads(void)
-{
-	return count_dir("/proc/self/task");
-}
-
 /* the thread count comes back once the joined thread is reaped */
 static bool wait_threads(int want)
 {
 	uint64_t end = ms_now() + DEADLINE_MS;
-	while (count_threads() != want) {
+	while (vt_count_threads() != want) {
 		if (ms_now() > end)
 			return false;
 		sleep_ms(1);
@@ -134,29 +115,6 @@ static pid_t monitor_tid(void)
 	}
 	closedir(d);
 	return tid;
-}
-
-static int count_monitor_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return -1;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char p[300], comm[64] = "";
-		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
-		FILE *f = fopen(p, "re");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && strcmp(comm, "vrange-mon\n") == 0)
-			n++;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
 }
 
 /* ---- independent probes of what this machine offers ---- */
@@ -349,7 +307,7 @@ static void test_psi_real_trigger(void **state)
 	clear_env();
 	setenv("VRANGE_MONITOR", "psi", 1);
 	bool some = probe_psi("some"), full = probe_psi("full");
-	int threads = count_threads(), fds = count_fds_to("/proc/pressure/memory");
+	int threads = vt_count_threads(), fds = count_fds_to("/proc/pressure/memory");
 	struct vr_ctx *c;
 	assert_int_equal(vr_ctx_new(0, &c), 0);
 	printf("# psi probe: some=%d full=%d; source %s\n", some, full,
@@ -358,14 +316,14 @@ static void test_psi_real_trigger(void **state)
 	assert_int_equal(count_fds_to("/proc/pressure/memory"), fds + (some ? 1 + full : 0));
 	/* exactly one monitor thread; the total may also grow by a
 	 * sanitizer's background thread, started lazily (TSan) */
-	assert_int_equal(count_monitor_threads(), 1);
-	assert_true(count_threads() >= threads + 1);
-	int others = count_threads() - 1; /* everything but the monitor */
+	assert_int_equal(vt_count_monitor_threads(), 1);
+	assert_true(vt_count_threads() >= threads + 1);
+	int others = vt_count_threads() - 1; /* everything but the monitor */
 	assert_true(monitor_tid() > 0);
 	assert_ctx_works(c);
 	vr_ctx_destroy(c);
 	assert_true(wait_threads(others));
-	assert_int_equal(count_monitor_threads(), 0);
+	assert_int_equal(vt_count_monitor_threads(), 0);
 	assert_int_equal(count_fds_to("/proc/pressure/memory"), fds);
 	clear_env();
 }
@@ -399,11 +357,11 @@ static void test_no_monitor_flag(void **state)
 {
 	(void)state;
 	clear_env();
-	int threads = count_threads();
+	int threads = vt_count_threads();
 	struct vr_ctx *c;
 	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
 	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_NONE);
-	assert_int_equal(count_threads(), threads);
+	assert_int_equal(vt_count_threads(), threads);
 	vr_ctx_destroy(c);
 }
 
@@ -413,11 +371,11 @@ static void test_off(void **state)
 	(void)state;
 	clear_env();
 	setenv("VRANGE_MONITOR", "off", 1);
-	int threads = count_threads();
+	int threads = vt_count_threads();
 	struct vr_ctx *c;
 	assert_int_equal(vr_ctx_new(0, &c), 0);
 	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_NONE);
-	assert_int_equal(count_threads(), threads + 1);
+	assert_int_equal(vt_count_threads(), threads + 1);
 	assert_ctx_works(c);
 	vr_ctx_destroy(c);
 	assert_true(wait_threads(threads));
@@ -525,7 +483,7 @@ static void test_cgroup2_events(void **state)
 	size_t P = vt_pg();
 	char *dir = make_seam();
 	setenv("VRANGE_CGROUP_DIR", dir, 1);
-	int fds = count_dir("/proc/self/fd");
+	int fds = vt_count_dir("/proc/self/fd");
 	struct vr_ctx *c;
 	assert_int_equal(vr_ctx_new(0, &c), 0);
 	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_CGROUP2);
@@ -560,7 +518,7 @@ static void test_cgroup2_events(void **state)
 	assert_true(wait_stat(c, VR_STAT_PRESSURE_EVENTS, 3));
 
 	vr_ctx_destroy(c);
-	assert_int_equal(count_dir("/proc/self/fd"), fds);
+	assert_int_equal(vt_count_dir("/proc/self/fd"), fds);
 	remove_seam(dir);
 	clear_env();
 }
@@ -666,7 +624,7 @@ static void test_cgroup2_files_removed(void **state)
 	clear_env();
 	char *dir = make_seam();
 	setenv("VRANGE_CGROUP_DIR", dir, 1);
-	int threads = count_threads();
+	int threads = vt_count_threads();
 	struct vr_ctx *c;
 	assert_int_equal(vr_ctx_new(0, &c), 0);
 	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_CGROUP2);

@@ -873,18 +873,6 @@ static void test_s12_status_bits(void **state)
 
 /* ----------------------------------------------------------------- S15 */
 
-static int count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	int n = 0;
-	assert_non_null(d);
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
 /* mappings of memfds called name, counted once per file: the mprotect
  * trap backend splits a purged region's mapping into several lines */
 static int count_maps(const char *name)
@@ -909,33 +897,10 @@ static int count_maps(const char *name)
 	return n;
 }
 
-/* threads of this process named vrange-mon */
-static int count_monitor_threads(void)
-{
-	char path[64], comm[32];
-	int n = 0;
-	DIR *d = opendir("/proc/self/task");
-	assert_non_null(d);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%.16s/comm", e->d_name);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof(comm), f) && strncmp(comm, "vrange-mon", 10) == 0)
-			n++;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
 static void test_s15_destroy_releases(void **state)
 {
 	(void)state;
-	int fds = count_dir("/proc/self/fd"), tasks = count_dir("/proc/self/task");
+	int fds = vt_count_dir("/proc/self/fd"), tasks = vt_count_dir("/proc/self/task");
 	for (int round = 0; round < 3; round++) {
 		struct vr_ctx *c = NULL;
 		struct vr_region *r[40];
@@ -962,11 +927,11 @@ static void test_s15_destroy_releases(void **state)
 		assert_int_equal(st(c, VR_STAT_PURGES), 10);
 		vr_ctx_destroy(c);
 		assert_int_equal(count_maps("vt-s15"), 0);
-		assert_int_equal(count_dir("/proc/self/fd"), fds);
+		assert_int_equal(vt_count_dir("/proc/self/fd"), fds);
 		/* no monitor thread is left; a sanitizer may have started a
 		 * thread of its own (TSan) since the baseline */
-		assert_int_equal(count_monitor_threads(), 0);
-		int now = count_dir("/proc/self/task");
+		assert_int_equal(vt_count_monitor_threads(), 0);
+		int now = vt_count_dir("/proc/self/task");
 		assert_true(now == tasks || (round == 0 && now == tasks + 1));
 		tasks = now;
 	}

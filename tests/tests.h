@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
 #include <vrange.h>
 
@@ -76,6 +77,56 @@ static inline int vt_all_zero(const uint8_t *p, size_t len)
 		if (p[i])
 			return 0;
 	return 1;
+}
+
+/* ---- process resources, for leak checks: compare counts, not values ---- */
+
+/* entries of a /proc directory, "." and ".." left out */
+static inline int vt_count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* open fds, not counting the one vt_count_dir() opens to count them */
+static inline int vt_count_fds(void)
+{
+	return vt_count_dir("/proc/self/fd") - 1;
+}
+
+static inline int vt_count_threads(void)
+{
+	return vt_count_dir("/proc/self/task");
+}
+
+/* threads of this process named vrange-mon (the pressure monitors) */
+static inline int vt_count_monitor_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		char p[300], comm[64] = "";
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(p, "re");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && strcmp(comm, "vrange-mon\n") == 0)
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
 }
 
 struct vt_rng {
