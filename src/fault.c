@@ -7,8 +7,8 @@
  * installed by the first successful vr_ctx_new(), keeping the previous
  * sigaction.  For a kernel-generated fault the handler
  *   1. finds the region by address in the lock-free registry;
- *   2. takes the region lock (see private.h for why that is safe) and asks
- *      the map whether the page is a whole page of a purged range;
+ *   2. reads the region's map without a lock (a seqlock, see private.h)
+ *      to learn whether the page is a whole page of a purged range;
  *   3. if so, calls the region's vr_fault_fn outside the lock, or delivers
  *      SIGBUS (BUS_ADRERR, si_addr exact) with the kernel's forced-signal
  *      semantics: a blocked or ignored SIGBUS is unblocked and reset to
@@ -23,11 +23,13 @@
  * with no previous handler they get the default action.
  *
  * Only async-signal-safe calls are made here: sigaction, pthread_sigmask,
- * syscall(), write, and pthread_mutex_lock on a region lock that this
- * thread cannot hold (checked through vr_tls_held).
+ * syscall(), write, sched_yield, atomics, and -- only when the lock-free
+ * read keeps colliding with writers -- pthread_mutex_lock on a region lock
+ * that this thread cannot hold (checked through vr_tls_held).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -195,6 +197,80 @@ static void forward(int sig, siginfo_t *si, void *uc)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* ---- lock-free lookup of the purged range under a fault ---- */
+struct lookup {
+	bool claimed; /* off is on a whole page of a purged range */
+	uint64_t start, len, gen;
+	vr_fault_fn fn;
+	void *arg;
+};
+
+#define LD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
+/* longer than any treap path (expected depth 2 ln n); a walk this long
+ * can only be a walk through a map changing under us */
+#define MAX_STEPS 4096
+
+/* one attempt at reading the map; false if it is not worth validating */
+static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
+{
+	struct vr_range *n = LD(r->map.root);
+	unsigned shift = r->map.page_shift;
+	uint64_t s = 0, e = 0;
+	for (int steps = 0; n; steps++) {
+		if (steps == MAX_STEPS)
+			return false;
+		s = LD(n->start);
+		e = LD(n->end);
+		if (off < s)
+			n = LD(n->left);
+		else if (off >= e)
+			n = LD(n->right);
+		else
+			break;
+	}
+	*lk = (struct lookup){ .gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed) };
+	if (!n)
+		return true;
+	uint64_t flags = LD(n->age_flags), p0, p1;
+	if ((flags & VR_RANGE_PURGED) && vr_whole_pages(s, e, shift, &p0, &p1) && off >= p0 &&
+	    off < p1) {
+		lk->claimed = true;
+		lk->start = s;
+		lk->len = e - s;
+		lk->fn = LD(r->fault_fn);
+		lk->arg = LD(r->fault_arg);
+	}
+	return true;
+}
+
+/* Lock-free in the common case: retried until the map was read with no
+ * writer inside (seq even and unchanged).  A reader can starve while
+ * other threads keep the region locked (a purge in progress, a storm of
+ * marks): after MAX_TRIES it takes the region lock instead and waits its
+ * turn, which is safe because the caller checked that this thread does
+ * not hold it (see private.h). */
+#define MAX_TRIES 64
+static void lookup(struct vr_region *r, uint64_t off, struct lookup *lk)
+{
+	for (int tries = 0; tries < MAX_TRIES; tries++) {
+		unsigned s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		bool ok = lookup_once(r, off, lk);
+		atomic_thread_fence(memory_order_acquire);
+		if (ok && atomic_load_explicit(&r->seq, memory_order_relaxed) == s1)
+			return;
+	}
+	struct vr_region *held = vr_tls_held;
+	pthread_mutex_lock(&r->lock);
+	vr_tls_held = r;
+	lookup_once(r, off, lk); /* nobody writes: one walk is exact */
+	vr_tls_held = held;
+	pthread_mutex_unlock(&r->lock);
+}
+
 static void segv_handler(int sig, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
@@ -212,25 +288,12 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	}
 
-	uint64_t off = (uint64_t)((uint8_t *)addr - r->base), start = 0, len = 0, p0, p1;
-	bool claimed = false;
-	vr_fault_fn fn = NULL;
-	void *arg = NULL;
-	pthread_mutex_lock(&r->lock);
-	vr_tls_held = r;
-	struct vr_range *x = vr_map_first_end_after(&r->map, off);
-	if (x && x->start <= off && vr_range_purged(x) &&
-	    vr_whole_pages(x->start, x->end, r->map.page_shift, &p0, &p1) && off >= p0 &&
-	    off < p1) {
-		claimed = true;
-		start = x->start;
-		len = x->end - x->start;
-		fn = r->fault_fn;
-		arg = r->fault_arg;
-	}
-	uint64_t gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed);
-	vr_tls_held = held;
-	pthread_mutex_unlock(&r->lock);
+	struct lookup lk;
+	lookup(r, (uint64_t)((uint8_t *)addr - r->base), &lk);
+	bool claimed = lk.claimed;
+	uint64_t start = lk.start, len = lk.len, gen = lk.gen;
+	vr_fault_fn fn = lk.fn;
+	void *arg = lk.arg;
 
 	bool same = ftls.addr == addr && ftls.gen == gen;
 	if (!claimed) {

@@ -16,13 +16,21 @@
  *   drops its region lock before it enforces the ctx limit.
  *   Gauges and counters are atomics in the ctx (no lock).
  *
- *   The SIGSEGV handler (fault.c) may take a region lock: it runs in a
- *   thread that touched region memory, and the library never touches
- *   region memory itself, so that thread holds no library lock -- except
- *   when an asynchronous signal handler touches volatile memory while its
- *   thread sits inside the library holding that same region's lock; the
- *   per-thread vr_tls_held records which region lock a thread holds, and
- *   the fault path delivers SIGBUS instead of deadlocking in that case.
+ *   The SIGSEGV handler (fault.c) takes no lock.  It reads the region's
+ *   map under a seqlock: region->seq is odd while a thread holds the
+ *   region lock (vr_region_lock/unlock bump it), and a reader retries
+ *   until it read the map with the same even seq before and after.  Map
+ *   nodes live in the region's slab until the region is destroyed, so a
+ *   reader racing a writer follows stale but valid pointers, bounded and
+ *   then discarded.  While a purge holds the lock (trap armed, hole being
+ *   punched) a faulting thread waits for the seq to turn even: it then
+ *   sees the range purged, or intact with the trap removed.  A reader that
+ *   keeps colliding with writers (64 tries) takes the region lock instead,
+ *   so a fault never starves behind a busy region.  The one case
+ *   that cannot wait is an asynchronous signal handler touching volatile
+ *   memory while its own thread holds that region's lock; the per-thread
+ *   vr_tls_held records which region lock a thread holds, and the fault
+ *   path delivers SIGBUS instead of waiting for ever.
  *
  * FORK
  *
@@ -94,6 +102,7 @@ struct vr_region {
 	unsigned fork_gen;             /* immutable */
 	_Atomic uint64_t oldest_age;   /* LRU head's age or UINT64_MAX (hint) */
 	_Atomic uint64_t trap_gen;     /* bumped by every arm/disarm in the region */
+	_Atomic unsigned seq;          /* seqlock for the fault path: odd while locked */
 	struct vr_shard *shard;        /* immutable: where this region's gauges go */
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this

@@ -23,14 +23,21 @@
 
 __thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
 
+/* the region lock doubles as the writer side of the fault path's seqlock
+ * (see private.h): seq is odd from lock to unlock */
 void vr_region_lock(struct vr_region *r)
 {
 	pthread_mutex_lock(&r->lock);
 	vr_tls_held = r;
+	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
 }
 
 void vr_region_unlock(struct vr_region *r)
 {
+	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
 	vr_tls_held = NULL;
 	pthread_mutex_unlock(&r->lock);
 }
