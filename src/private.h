@@ -145,7 +145,6 @@ void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
 void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the only place that arms traps and punches holes ---- */
-int vr_purge_range(struct vr_region *r, struct vr_range *rg) _nonnull_(); /* lock held */
 /* discard [p0, p1) (page aligned) now: arm + punch; 0 or -errno, undone on error */
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();

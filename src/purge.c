@@ -50,7 +50,9 @@ int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	return vr_trap_disarm(r->base + p0, p1 - p0);
 }
 
-int vr_purge_range(struct vr_region *r, struct vr_range *rg)
+/* purge one LRU range, region lock held: the bytes reclaimed, or -errno
+ * when it was skipped (it keeps its data and its LRU place) */
+static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 {
 	struct vr_ctx *c = r->ctx;
 	uint64_t p0, p1;
@@ -75,7 +77,7 @@ int vr_purge_range(struct vr_region *r, struct vr_range *rg)
 	vr_dbg("purged region %p range [%llu, %llu): %llu bytes reclaimed", (void *)r,
 	       (unsigned long long)rg->start, (unsigned long long)rg->end,
 	       (unsigned long long)(p1 - p0));
-	return 0;
+	return (int64_t)(p1 - p0);
 }
 
 struct cand {
@@ -171,11 +173,10 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			sift_down(h, nh, 0);
 			continue;
 		}
-		uint64_t p0, p1;
-		vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1);
 		r->map.cursor = rg->next;
-		if (vr_purge_range(r, rg) == 0) {
-			reclaimed += p1 - p0;
+		int64_t got = purge_range(r, rg);
+		if (got >= 0) {
+			reclaimed += (uint64_t)got;
 			vr_region_publish_oldest(r);
 		}
 		/* the next candidate's age is read under the lock: once it is

@@ -72,26 +72,28 @@ static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 	}
 }
 
-/* a range enters the tree (and the LRU if it can be purged) */
-static void range_link(struct vr_region *r, struct vr_range *rg, struct vr_range *lru_pos)
+/* a new, youngest range enters the tree (and the LRU if it can be purged) */
+static void range_link(struct vr_region *r, struct vr_range *rg)
 {
 	vr_map_insert(&r->map, rg);
 	gauge_add(r, rg, +1);
 	if (!vr_range_purged(rg) &&
-	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL)) {
-		if (lru_pos)
-			vr_lru_insert_after(&r->map, lru_pos, rg);
-		else
-			vr_lru_append(&r->map, rg);
-	}
+	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL))
+		vr_lru_append(&r->map, rg);
 }
 
-static void range_unlink(struct vr_region *r, struct vr_range *rg)
+/* a range leaves the tree, the LRU and the gauges and is freed; link is
+ * where it hangs in the tree if the caller knows (saves a descent) */
+static void range_drop(struct vr_region *r, struct vr_range *rg, struct vr_range **link)
 {
 	if (vr_range_on_lru(rg))
 		vr_lru_remove(&r->map, rg);
-	vr_map_erase(&r->map, rg);
+	if (link)
+		vr_map_erase_at(&r->map, link);
+	else
+		vr_map_erase(&r->map, rg);
 	gauge_add(r, rg, -1);
+	vr_map_free(&r->map, rg);
 }
 
 /* ---- argument checks ---- */
@@ -165,7 +167,7 @@ static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
 	nr->end = b;
 	nr->age_flags = 0;
 	vr_range_set_age(nr, vr_age_next(r));
-	range_link(r, nr, NULL);
+	range_link(r, nr);
 	vr_region_publish_oldest(r);
 	return VR_INTACT;
 }
@@ -209,15 +211,14 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	struct vr_range *x = vr_map_first_end_after(m, s);
 	while (x && x->start < e) {
 		struct vr_range *next = vr_map_next(m, x);
-		range_unlink(r, x);
-		vr_map_free(m, x);
+		range_drop(r, x, NULL);
 		x = next;
 	}
 	nr->start = s;
 	nr->end = e;
 	nr->age_flags = purged ? VR_RANGE_PURGED : 0;
 	vr_range_set_age(nr, vr_age_next(r));
-	range_link(r, nr, NULL);
+	range_link(r, nr);
 	if (purged) {
 		atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->reclaimed_bytes, reclaimed, memory_order_relaxed);
@@ -283,12 +284,7 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	/* fast path: exactly one unpurged range, one descent */
 	struct vr_range **link = vr_map_find_link(m, a);
 	if (link && (*link)->start == a && (*link)->end == b && !vr_range_purged(*link)) {
-		struct vr_range *x = *link;
-		if (vr_range_on_lru(x))
-			vr_lru_remove(m, x);
-		vr_map_erase_at(m, link);
-		gauge_add(r, x, -1);
-		vr_map_free(m, x);
+		range_drop(r, *link, link);
 		vr_region_publish_oldest(r);
 		return VR_INTACT;
 	}
@@ -346,8 +342,7 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		struct vr_range *next = vr_map_next(m, x);
 		uint64_t s = x->start, e = x->end;
 		if (s >= a && e <= b) {
-			range_unlink(r, x);
-			vr_map_free(m, x);
+			range_drop(r, x, NULL);
 			x = next;
 			continue;
 		}
