@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * purge.c - the purge engine: the only code that arms traps and punches
- * holes in region memfds.
+ * purge.c - the purge engine: the only code that decides to discard pages
+ * (through the region's memory kind, kind.c, which arms the trap and
+ * frees the memory).
  *
  * Discarding pages, in this order (architecture.md, problem 2):
  *   1. arm the trap on the whole pages (a thread touching them from now on
  *      faults and waits on the region lock in the fault path);
- *   2. punch the hole: the data is gone, but nobody can read zeros as data
- *      since every access traps;
+ *   2. free the memory (punch the memfd hole, or MADV_DONTNEED / the guard
+ *      install itself for anonymous memory): the data is gone, but nobody
+ *      can read zeros as data since every access traps;
  *   3. publish "purged" in the map.
  * All three happen under the region lock, so vr_unmark / vr_status / the
  * fault path see either the intact range or the purged one.  If the trap
@@ -22,32 +24,25 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "inject.h"
+#include "kind.h"
 #include "private.h"
 
+/* through the region's memory kind (kind.h): arm + punch for a memfd,
+ * arm (+ MADV_DONTNEED) for anonymous memory */
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
 	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
-	int err = vr_trap_arm(r->base + p0, p1 - p0);
-	if (err < 0)
-		return err;
-	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
-			 (off_t)(p1 - p0)) < 0) {
-		err = -errno;
-		vr_trap_disarm(r->base + p0, p1 - p0);
-		return err;
-	}
-	return 0;
+	return r->kind->discard(r, p0, p1);
 }
 
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
 	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
-	return vr_trap_disarm(r->base + p0, p1 - p0);
+	return r->kind->restore(r, p0, p1);
 }
 
 /* purge one LRU range, region lock held: the bytes reclaimed, or -errno

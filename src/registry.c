@@ -69,28 +69,50 @@ static inline _Atomic long *reader_counter(unsigned long e)
 }
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 
-struct vr_region *vr_registry_lookup(const void *addr)
+/* index of the first entry with base >= b (binary search) */
+static size_t first_at_or_after(const struct snap *s, uintptr_t b)
 {
-	uintptr_t a = (uintptr_t)addr;
-	struct vr_region *found = NULL;
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->e[mid].base < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* the region whose [base, end) shares a byte with [a, b), a < b; entries
+ * do not overlap, so only the last one starting before b can */
+static struct vr_region *overlapping(const struct snap *s, uintptr_t a, uintptr_t b)
+{
+	if (!s)
+		return NULL;
+	size_t i = first_at_or_after(s, b);
+	return i > 0 && a < s->e[i - 1].end ? s->e[i - 1].r : NULL;
+}
+
+static struct vr_region *lookup_span(uintptr_t a, uintptr_t b)
+{
 	unsigned long e = atomic_load(&epoch);
 	_Atomic long *cnt = reader_counter(e);
 	atomic_fetch_add(cnt, 1);
-	struct snap *s = atomic_load(&current);
-	if (s) {
-		size_t lo = 0, hi = s->n;
-		while (lo < hi) { /* first entry with base > a */
-			size_t mid = lo + (hi - lo) / 2;
-			if (s->e[mid].base <= a)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo > 0 && a < s->e[lo - 1].end)
-			found = s->e[lo - 1].r;
-	}
+	struct vr_region *found = overlapping(atomic_load(&current), a, b);
 	atomic_fetch_sub(cnt, 1);
 	return found;
+}
+
+struct vr_region *vr_registry_lookup(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return a == UINTPTR_MAX ? NULL : lookup_span(a, a + 1);
+}
+
+bool vr_registry_overlaps(const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len);
 }
 
 static void synchronize(void)
@@ -109,12 +131,18 @@ static int update(struct vr_region *r, bool add)
 	pthread_mutex_lock(&wlock);
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
+	uintptr_t base = (uintptr_t)r->base;
+	if (add && overlapping(old, base, base + r->size)) {
+		/* an adopted span over a live region (checked here again under
+		 * wlock: two adopts of one span race to this point) */
+		pthread_mutex_unlock(&wlock);
+		return -EEXIST;
+	}
 	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
 	if (!s) {
 		pthread_mutex_unlock(&wlock);
 		return -ENOMEM;
 	}
-	uintptr_t base = (uintptr_t)r->base;
 	bool placed = !add;
 	for (size_t i = 0; i < n; i++) {
 		if (old->e[i].r == r)
@@ -160,7 +188,8 @@ void vr_registry_atfork_parent(void)
 
 void vr_registry_atfork_child(void)
 {
-	/* the child has none of the parent's mappings (MADV_DONTFORK) */
+	/* the child has none of the parent's mappings (MADV_DONTFORK), and
+	 * its adopted spans belong to inherited regions, never looked up */
 	free(atomic_load(&current));
 	atomic_store(&current, NULL);
 	for (int s = 0; s < NSHARDS; s++) {

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * kind.c - the memory kinds of kind.h: memfd, anonymous, adopted
+ *
+ * Order inside discard (architecture.md, problem 2): the trap is armed
+ * before the data goes, so no thread ever reads a freed page as zeros:
+ *   memfd      arm, then fallocate(PUNCH_HOLE|KEEP_SIZE) (a read through
+ *              an untrapped mapping would re-allocate the page as zeros);
+ *   anonymous  with guard markers one madvise(MADV_GUARD_INSTALL) frees
+ *              and traps at once; with mprotect, PROT_NONE first and
+ *              MADV_DONTNEED second.  mlock'ed memory refuses both
+ *              (EINVAL from the guard install or from MADV_DONTNEED): the
+ *              trap is disarmed and the purge skips the range, data kept.
+ * The VMA budget is the trap backend's: an mprotect that fails with
+ * ENOMEM at vm.max_map_count skips the range for either kind.
+ *
+ * Restoring is the same for all kinds today: disarm the trap; a punched
+ * memfd page or a freed anonymous page then reads 0.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inject.h"
+#include "kind.h"
+#include "private.h"
+
+static int restore_trap(struct vr_region *r, uint64_t p0, uint64_t p1)
+{
+	return vr_trap_disarm(r->base + p0, p1 - p0);
+}
+
+/* ---- memfd ---- */
+
+static int memfd_discard(struct vr_region *r, uint64_t p0, uint64_t p1)
+{
+	int err = vr_trap_arm(r->base + p0, p1 - p0);
+	if (err < 0)
+		return err;
+	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
+			 (off_t)(p1 - p0)) < 0) {
+		err = -errno;
+		vr_trap_disarm(r->base + p0, p1 - p0);
+		return err;
+	}
+	return 0;
+}
+
+static uint64_t memfd_footprint(struct vr_region *r)
+{
+	struct stat st;
+	if (fstat(r->fd, &st) < 0)
+		return 0;
+	return (uint64_t)st.st_blocks * 512;
+}
+
+/* inherited: nothing is mapped in the child (MADV_DONTFORK), the fd is
+ * the child's own copy */
+static void memfd_release(struct vr_region *r, bool inherited)
+{
+	if (!inherited)
+		munmap(r->base, r->map_size);
+	close(r->fd);
+}
+
+const struct vr_kind_ops vr_kind_memfd = {
+	.name = "memfd",
+	.discard = memfd_discard,
+	.restore = restore_trap,
+	.footprint = memfd_footprint,
+	.release = memfd_release,
+};
+
+/* ---- anonymous ---- */
+
+int vr_anon_map(size_t map_size, void **out)
+{
+	/* MAP_NORESERVE: like a memfd, the region commits nothing up front */
+	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	if (vr_madvise(p, map_size, MADV_DONTFORK) < 0) {
+		int err = -errno;
+		munmap(p, map_size);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+static int anon_discard(struct vr_region *r, uint64_t p0, uint64_t p1)
+{
+	void *a = r->base + p0;
+	size_t n = p1 - p0;
+	int err = vr_trap_arm(a, n);
+	if (err < 0 || vr_trap_ops()->frees_private)
+		return err;
+	if (vr_madvise(a, n, MADV_DONTNEED) < 0) {
+		err = -errno; /* EINVAL: mlock'ed */
+		vr_trap_disarm(a, n);
+		return err;
+	}
+	return 0;
+}
+
+/* resident pages of the span, per mincore(2) */
+static uint64_t anon_footprint(struct vr_region *r)
+{
+	unsigned char vec[4096];
+	size_t pg = (size_t)1 << vr_page_shift(), resident = 0;
+	for (size_t off = 0; off < r->map_size;) {
+		size_t n = (r->map_size - off) >> vr_page_shift();
+		if (n > sizeof(vec))
+			n = sizeof(vec);
+		if (mincore(r->base + off, n * pg, vec) < 0)
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			resident += vec[i] & 1;
+		off += n * pg;
+	}
+	return (uint64_t)resident * pg;
+}
+
+/* inherited: MADV_DONTFORK, the child has no mapping to release */
+static void anon_release(struct vr_region *r, bool inherited)
+{
+	if (!inherited)
+		munmap(r->base, r->map_size);
+}
+
+const struct vr_kind_ops vr_kind_anon = {
+	.name = "anon",
+	.discard = anon_discard,
+	.restore = restore_trap,
+	.footprint = anon_footprint,
+	.release = anon_release,
+};
+
+/* ---- adopted ---- */
+
+/* The caller keeps the mapping: disarm every trapped page, never unmap.
+ * Live: the map says which pages are trapped (whole pages of purged
+ * ranges; a disarm of a page that a skipped at-once purge left untrapped
+ * is harmless).  Inherited (fork child): the span was copied with its
+ * traps, and the map may have been mid-change in another parent thread,
+ * so the whole span is disarmed, in the child only. */
+static void adopted_release(struct vr_region *r, bool inherited)
+{
+	if (inherited) {
+		vr_trap_disarm(r->base, r->map_size);
+		return;
+	}
+	unsigned sh = r->map.page_shift;
+	for (struct vr_range *x = vr_map_first_end_after(&r->map, 0); x;
+	     x = vr_map_next(&r->map, x)) {
+		uint64_t p0, p1;
+		if (!vr_range_purged(x) || !vr_whole_pages(x->start, x->end, sh, &p0, &p1))
+			continue;
+		int err = restore_trap(r, p0, p1);
+		if (err < 0)
+			vr_dbg("destroy of adopted region %p: [%llu, %llu) stays trapped: %s",
+			       (void *)r, (unsigned long long)p0, (unsigned long long)p1,
+			       strerror(-err));
+	}
+}
+
+const struct vr_kind_ops vr_kind_adopted = {
+	.name = "adopted",
+	.discard = anon_discard,
+	.restore = restore_trap,
+	.footprint = anon_footprint,
+	.release = adopted_release,
+};
+
+/* one line of /proc/self/maps; false at the end or on a line it cannot
+ * parse */
+struct vma {
+	uintptr_t start, end;
+	char perms[5];
+	unsigned long inode;
+	char name[32]; /* enough to tell [heap] and [anon:...] apart */
+};
+
+static bool next_vma(FILE *f, char **line, size_t *cap, struct vma *v)
+{
+	int name_at = 0;
+	if (getline(line, cap, f) < 0)
+		return false;
+	if (sscanf(*line, "%lx-%lx %4s %*x %*x:%*x %lu %n", &v->start, &v->end, v->perms, &v->inode,
+		   &name_at) < 4)
+		return false;
+	char *name = *line + name_at;
+	name[strcspn(name, "\n")] = 0;
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	return true;
+}
+
+static bool private_anon_rw(const struct vma *v)
+{
+	if (strcmp(v->perms, "rw-p") != 0 || v->inode != 0)
+		return false;
+	return v->name[0] == 0 || strcmp(v->name, "[heap]") == 0 ||
+	       strncmp(v->name, "[anon:", 6) == 0;
+}
+
+int vr_adopt_check(const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, b = a + len;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -errno;
+	char *line = NULL;
+	size_t cap = 0;
+	struct vma v;
+	int rc = -EINVAL; /* unmapped, unless a mapping holds a */
+	while (next_vma(f, &line, &cap, &v)) {
+		if (v.end <= a)
+			continue;
+		/* the first mapping that ends after a: it must hold all of
+		 * [a, b), or the span crosses unmapped memory or two mappings */
+		if (v.start <= a && b <= v.end && private_anon_rw(&v))
+			rc = 0;
+		break;
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
