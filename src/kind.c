@@ -179,27 +179,38 @@ const struct vr_kind_ops vr_kind_adopted = {
 	.release = adopted_release,
 };
 
-/* one line of /proc/self/maps; false at the end or on a line it cannot
- * parse */
+/* one mapping of /proc/self/smaps: its header line and its VmFlags */
 struct vma {
 	uintptr_t start, end;
 	char perms[5];
 	unsigned long inode;
-	char name[32]; /* enough to tell [heap] and [anon:...] apart */
+	char name[32];   /* enough to tell [heap] and [anon:...] apart */
+	char flags[128]; /* VmFlags */
 };
 
+/* the next mapping; false at the end or on a line it cannot parse */
 static bool next_vma(FILE *f, char **line, size_t *cap, struct vma *v)
 {
-	int name_at = 0;
-	if (getline(line, cap, f) < 0)
-		return false;
-	if (sscanf(*line, "%lx-%lx %4s %*x %*x:%*x %lu %n", &v->start, &v->end, v->perms, &v->inode,
-		   &name_at) < 4)
-		return false;
-	char *name = *line + name_at;
-	name[strcspn(name, "\n")] = 0;
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	return true;
+	bool head = false;
+	while (getline(line, cap, f) >= 0) {
+		char *l = *line;
+		l[strcspn(l, "\n")] = 0;
+		struct vma h;
+		int name_at = 0;
+		if (strncmp(l, "VmFlags:", 8) == 0) {
+			snprintf(v->flags, sizeof(v->flags), "%s", l + 8);
+			if (head)
+				return true;
+		} else if (sscanf(l, "%lx-%lx %4s %*x %*x:%*x %lu %n", &h.start, &h.end, h.perms,
+				  &h.inode, &name_at) >= 4 &&
+			   name_at > 0) {
+			/* (sscanf fills h before it fails on "FilePmdMapped:") */
+			*v = h;
+			snprintf(v->name, sizeof(v->name), "%s", l + name_at);
+			head = true;
+		}
+	}
+	return false;
 }
 
 static bool private_anon_rw(const struct vma *v)
@@ -210,24 +221,36 @@ static bool private_anon_rw(const struct vma *v)
 	       strncmp(v->name, "[anon:", 6) == 0;
 }
 
+/* The span must be one mapping as the caller made it.  The kernel may
+ * keep one mapping as several adjacent VMAs that it could not merge (in a
+ * fork child, pieces that mprotect once split get separate anon_vmas), so
+ * adjacent VMAs count as one mapping when their flags and names are the
+ * same; a gap, or a neighbour with other flags (another mmap with
+ * MADV_DONTFORK, mlock, MADV_HUGEPAGE, another name...), is not. */
 int vr_adopt_check(const void *addr, size_t len)
 {
-	uintptr_t a = (uintptr_t)addr, b = a + len;
-	FILE *f = fopen("/proc/self/maps", "re");
+	uintptr_t a = (uintptr_t)addr, b = a + len, cur = a;
+	FILE *f = fopen("/proc/self/smaps", "re");
 	if (!f)
 		return -errno;
 	char *line = NULL;
 	size_t cap = 0;
-	struct vma v;
-	int rc = -EINVAL; /* unmapped, unless a mapping holds a */
+	struct vma v, first;
+	int rc = -EINVAL;
 	while (next_vma(f, &line, &cap, &v)) {
-		if (v.end <= a)
+		if (v.end <= cur)
 			continue;
-		/* the first mapping that ends after a: it must hold all of
-		 * [a, b), or the span crosses unmapped memory or two mappings */
-		if (v.start <= a && b <= v.end && private_anon_rw(&v))
+		if (v.start > cur || !private_anon_rw(&v))
+			break;
+		if (cur == a)
+			first = v;
+		else if (strcmp(v.flags, first.flags) != 0 || strcmp(v.name, first.name) != 0)
+			break;
+		cur = v.end;
+		if (cur >= b) {
 			rc = 0;
-		break;
+			break;
+		}
 	}
 	free(line);
 	fclose(f);

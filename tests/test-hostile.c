@@ -246,13 +246,17 @@ T(low_as)
 
 int main(int argc, char **argv)
 {
-	int rc = vt_scenario_dispatch(argc, argv, scenarios, sizeof(scenarios) / sizeof(scenarios[0]), 60);
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]), 60);
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_seal_future_write), cmocka_unit_test(test_seal_write_from_fd),
-		cmocka_unit_test(test_no_proc_pressure),  cmocka_unit_test(test_readonly_cgroupfs),
-		cmocka_unit_test(test_nofile),            cmocka_unit_test(test_low_as),
+		cmocka_unit_test(test_seal_future_write),
+		cmocka_unit_test(test_seal_write_from_fd),
+		cmocka_unit_test(test_no_proc_pressure),
+		cmocka_unit_test(test_readonly_cgroupfs),
+		cmocka_unit_test(test_nofile),
+		cmocka_unit_test(test_low_as),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

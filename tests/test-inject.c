@@ -16,7 +16,8 @@
 
 static size_t P;
 
-#define CK_RC(rc) CK((rc) == VR_INTACT || (rc) == VR_PURGED || ((rc) < 0 && (rc) > -4096), "rc=%d", (rc))
+#define CK_RC(rc)                                                                                  \
+	CK((rc) == VR_INTACT || (rc) == VR_PURGED || ((rc) < 0 && (rc) > -4096), "rc=%d", (rc))
 
 struct chunk {
 	size_t off, len;
@@ -43,7 +44,10 @@ static void sweep_body(void)
 			rg[i] = NULL;
 	}
 	struct chunk ch[2][4] = {
-		{ { 0, 2 * P, 0 }, { 4 * P, 2 * P, 0 }, { 8 * P, P + 100, 0 }, { 10 * P, 2 * P, 0 } },
+		{ { 0, 2 * P, 0 },
+		  { 4 * P, 2 * P, 0 },
+		  { 8 * P, P + 100, 0 },
+		  { 10 * P, 2 * P, 0 } },
 		{ { P, 4 * P, 0 }, { 5 * P, 2 * P, 0 }, { 9 * P + 7, P, 0 }, { 11 * P, 3 * P, 0 } },
 	};
 	/* bytes at or past 12 * P (region 0) and 14 * P (region 1) are never volatile */
@@ -169,9 +173,11 @@ static void test_sweep_any(void **state)
 static void test_sites(void **state)
 {
 	(void)state;
-	const char *specs[] = { "memfd:1:24",     "memfd:1:12",    "ftruncate:1:28", "mmap:1:12",
-				"madvise:1:22",   "madvise:2:12",  "mprotect:1:12",  "fallocate:1:1",
-				"fallocate:2:95", "malloc:1:12",   "malloc:5:12",    "mprotect:2:12" };
+	const char *specs[] = {
+		"memfd:1:24",     "memfd:1:12",   "ftruncate:1:28", "mmap:1:12",
+		"madvise:1:22",   "madvise:2:12", "mprotect:1:12",  "fallocate:1:1",
+		"fallocate:2:95", "malloc:1:12",  "malloc:5:12",    "mprotect:2:12"
+	};
 	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
 		int st;
 		assert_true(run_injected(specs[i], &st) >= 0);

@@ -212,7 +212,8 @@ static void test_ctx_churn(void **state)
 		unsigned nr = (unsigned)vt_below(&rng, 4);
 		for (unsigned k = 0; k < nr; k++) {
 			struct vr_region *r;
-			assert_int_equal(vr_region_new(c, NAME, 1 + vt_below(&rng, 6 * P), 0, &r), 0);
+			assert_int_equal(vr_region_new(c, NAME, 1 + vt_below(&rng, 6 * P), 0, &r),
+					 0);
 			populate(c, r, &rng);
 			if (vt_below(&rng, 4) == 0)
 				vr_region_destroy(r);
@@ -240,7 +241,8 @@ static void test_ctx_destroy_live_regions(void **state)
 		int n = iters(N);
 		for (int i = 0; i < n; i++) {
 			struct vr_region *r;
-			assert_int_equal(vr_region_new(c, NAME, P + vt_below(&rng, 4 * P), 0, &r), 0);
+			assert_int_equal(vr_region_new(c, NAME, P + vt_below(&rng, 4 * P), 0, &r),
+					 0);
 			populate(c, r, &rng);
 			bases[i] = vr_region_base(r);
 			assert_ptr_equal(vr_region_of(bases[i]), r);
@@ -328,7 +330,8 @@ static void *marker_main(void *arg)
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < MCHUNKS; i++) {
 			gen[k][i] = vt_next(&rng);
-			vt_fill((uint8_t *)vr_region_base(m->r[k]) + i * clen, i * clen, clen, gen[k][i]);
+			vt_fill((uint8_t *)vr_region_base(m->r[k]) + i * clen, i * clen, clen,
+				gen[k][i]);
 		}
 	while (!atomic_load(&m->stop) || atomic_load(&m->ops) < 64) {
 		int k = (int)vt_below(&rng, 2), i = (int)vt_below(&rng, MCHUNKS);
@@ -486,7 +489,8 @@ static void test_mprotect_churn(void **state)
 
 int main(int argc, char **argv)
 {
-	int rc = vt_scenario_dispatch(argc, argv, scenarios, sizeof(scenarios) / sizeof(scenarios[0]), 60);
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]), 60);
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
