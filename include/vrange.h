@@ -300,8 +300,10 @@ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_regi
  *
  * [@addr, @addr + @len) must lie in one private anonymous read/write
  * mapping of this process (an mmap'ed arena, the page-aligned part of a
- * large malloc() block or of the brk heap), as /proc/self/maps shows it:
- * not file-backed, not shared, not executable.  The region starts
+ * large malloc() block or of the brk heap), as /proc/self/smaps shows it:
+ * not file-backed, not shared (adjacent pieces the kernel keeps apart
+ * count as one mapping when their flags are the same).  Executable
+ * memory stays executable.  The region starts
  * wholly non-volatile with the contents unchanged and follows the rules
  * of VR_REGION_ANON regions, except that the caller keeps the mapping:
  * vr_region_destroy() and vr_ctx_destroy() leave it mapped, every page
@@ -324,9 +326,9 @@ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_regi
  * multiple, a span that is not wholly inside one private anonymous
  * read/write mapping (unmapped memory, two mappings, file-backed or
  * shared memory); -ENOMEM; or the negative errno of opening
- * /proc/self/maps.
+ * /proc/self/smaps.
  * Since: 0.2
- * Context: allocates, reads /proc/self/maps; not from a fault handler.
+ * Context: allocates, reads /proc/self/smaps; not from a fault handler.
  */
 int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
 		    struct vr_region **out);

@@ -33,20 +33,20 @@
 
 static int restore_trap(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	return vr_trap_disarm(r->base + p0, p1 - p0);
+	return vr_trap_disarm(r, r->base + p0, p1 - p0);
 }
 
 /* ---- memfd ---- */
 
 static int memfd_discard(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	int err = vr_trap_arm(r->base + p0, p1 - p0);
+	int err = vr_trap_arm(r, r->base + p0, p1 - p0);
 	if (err < 0)
 		return err;
 	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
 			 (off_t)(p1 - p0)) < 0) {
 		err = -errno;
-		vr_trap_disarm(r->base + p0, p1 - p0);
+		vr_trap_disarm(r, r->base + p0, p1 - p0);
 		return err;
 	}
 	return 0;
@@ -99,12 +99,12 @@ static int anon_discard(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
 	void *a = r->base + p0;
 	size_t n = p1 - p0;
-	int err = vr_trap_arm(a, n);
+	int err = vr_trap_arm(r, a, n);
 	if (err < 0 || vr_trap_ops()->frees_private)
 		return err;
 	if (vr_madvise(a, n, MADV_DONTNEED) < 0) {
 		err = -errno; /* EINVAL: mlock'ed */
-		vr_trap_disarm(a, n);
+		vr_trap_disarm(r, a, n);
 		return err;
 	}
 	return 0;
@@ -154,7 +154,7 @@ const struct vr_kind_ops vr_kind_anon = {
 static void adopted_release(struct vr_region *r, bool inherited)
 {
 	if (inherited) {
-		vr_trap_disarm(r->base, r->map_size);
+		vr_trap_disarm(r, r->base, r->map_size);
 		return;
 	}
 	unsigned sh = r->map.page_shift;
@@ -213,9 +213,10 @@ static bool next_vma(FILE *f, char **line, size_t *cap, struct vma *v)
 	return false;
 }
 
+/* rwx is accepted: valgrind's heap is, and so may be a JIT's arena */
 static bool private_anon_rw(const struct vma *v)
 {
-	if (strcmp(v->perms, "rw-p") != 0 || v->inode != 0)
+	if (strncmp(v->perms, "rw", 2) != 0 || v->perms[3] != 'p' || v->inode != 0)
 		return false;
 	return v->name[0] == 0 || strcmp(v->name, "[heap]") == 0 ||
 	       strncmp(v->name, "[anon:", 6) == 0;
@@ -227,7 +228,7 @@ static bool private_anon_rw(const struct vma *v)
  * adjacent VMAs count as one mapping when their flags and names are the
  * same; a gap, or a neighbour with other flags (another mmap with
  * MADV_DONTFORK, mlock, MADV_HUGEPAGE, another name...), is not. */
-int vr_adopt_check(const void *addr, size_t len)
+int vr_adopt_check(const void *addr, size_t len, int *prot)
 {
 	uintptr_t a = (uintptr_t)addr, b = a + len, cur = a;
 	FILE *f = fopen("/proc/self/smaps", "re");
@@ -244,10 +245,12 @@ int vr_adopt_check(const void *addr, size_t len)
 			break;
 		if (cur == a)
 			first = v;
-		else if (strcmp(v.flags, first.flags) != 0 || strcmp(v.name, first.name) != 0)
+		else if (strcmp(v.flags, first.flags) != 0 || strcmp(v.name, first.name) != 0 ||
+			 strcmp(v.perms, first.perms) != 0)
 			break;
 		cur = v.end;
 		if (cur >= b) {
+			*prot = PROT_READ | PROT_WRITE | (first.perms[2] == 'x' ? PROT_EXEC : 0);
 			rc = 0;
 			break;
 		}

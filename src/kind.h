@@ -55,8 +55,9 @@ extern const struct vr_kind_ops vr_kind_memfd, vr_kind_anon, vr_kind_adopted;
 /* a fresh private anonymous mapping of map_size bytes, MADV_DONTFORK */
 int vr_anon_map(size_t map_size, void **out) _nonnull_() _must_check_;
 /* 0 if [addr, addr + len) (page aligned) lies in one private anonymous
- * read/write mapping of this process (per /proc/self/maps), -EINVAL if
- * not, or the -errno of reading /proc/self/maps */
-int vr_adopt_check(const void *addr, size_t len) _must_check_;
+ * read/write mapping of this process (per /proc/self/smaps), its
+ * protection in *prot; -EINVAL if not; or the -errno of reading
+ * /proc/self/smaps */
+int vr_adopt_check(const void *addr, size_t len, int *prot) _nonnull_(3) _must_check_;
 
 #endif

@@ -108,8 +108,11 @@ struct vr_region {
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
 					region's share of the gauges */
-	/* immutable: memfd, anonymous or adopted memory (kind.h) */
+	/* immutable: memfd, anonymous or adopted memory (kind.h), and the
+	 * protection of its accessible pages (PROT_READ|PROT_WRITE, or with
+	 * PROT_EXEC for an adopted span that had it) */
 	const struct vr_kind_ops *kind;
+	int prot;
 } __attribute__((aligned(64))); /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
@@ -161,15 +164,15 @@ ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _n
 /* ---- trap.c: backends ---- */
 /* How discarded pages are made to fault.  One backend per process, chosen
  * at the first vr_ctx_new and immutable afterwards.  arm/disarm take a
- * page-aligned span and return 0 or -errno; they are called with the
+ * page-aligned span of r and return 0 or -errno; they are called with the
  * region lock held (purge, unmark) or on a region nobody else may use
  * (destroy), never from a signal handler. */
 struct vr_trap_ops {
 	int id;              /* enum vr_trap */
 	const char *name;    /* VRANGE_TRAP value */
 	bool (*probe)(void); /* works on this system?  NULL: always */
-	int (*arm)(void *addr, size_t len);
-	int (*disarm)(void *addr, size_t len);
+	int (*arm)(struct vr_region *r, void *addr, size_t len);
+	int (*disarm)(struct vr_region *r, void *addr, size_t len);
 	/* arming private anonymous memory also frees its pages (guard
 	 * markers): the anonymous kind then needs no MADV_DONTNEED */
 	bool frees_private;
@@ -182,8 +185,8 @@ struct vr_trap_ops {
 int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
 /* the chosen backend; NULL before vr_trap_init */
 const struct vr_trap_ops *vr_trap_ops(void);
-int vr_trap_arm(void *addr, size_t len);
-int vr_trap_disarm(void *addr, size_t len);
+int vr_trap_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_attach(struct vr_region *r) _nonnull_();
 void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
 int vr_trap_current(void);

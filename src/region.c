@@ -421,7 +421,7 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
  * registered, linked into ctx.  On failure nothing is kept; the caller
  * still owns the mapping and the fd. */
 static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_size, int fd,
-			const struct vr_kind_ops *kind, struct vr_region **out)
+			const struct vr_kind_ops *kind, int prot, struct vr_region **out)
 {
 	struct vr_region *r = vr_calloc_aligned(sizeof(*r));
 	if (!r)
@@ -434,6 +434,7 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	r->map_size = map_size;
 	r->fd = fd;
 	r->kind = kind;
+	r->prot = prot;
 	r->fork_gen = ctx->fork_gen;
 	r->shard = &ctx->shards[atomic_fetch_add(&ctx->next_shard, 1) % VR_NSHARDS];
 	atomic_init(&r->oldest_age, UINT64_MAX);
@@ -478,7 +479,8 @@ static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region 
 		munmap(p, map_size);
 		return err;
 	}
-	int err = region_setup(ctx, p, size, map_size, fd, &vr_kind_memfd, out);
+	int err = region_setup(ctx, p, size, map_size, fd, &vr_kind_memfd, PROT_READ | PROT_WRITE,
+			       out);
 	if (err < 0)
 		munmap(p, map_size);
 	return err;
@@ -501,7 +503,7 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 	int err = vr_anon_map(map_size, &p);
 	if (err < 0)
 		return err;
-	err = region_setup(ctx, p, size, map_size, -1, &vr_kind_anon, out);
+	err = region_setup(ctx, p, size, map_size, -1, &vr_kind_anon, PROT_READ | PROT_WRITE, out);
 	if (err < 0)
 		munmap(p, map_size);
 	return err;
@@ -542,11 +544,12 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 		return -EEXIST;
 	if (flags || ((uintptr_t)addr & page_mask()) || (len & page_mask()))
 		return -EINVAL;
-	int err = vr_adopt_check(addr, len);
+	int prot;
+	int err = vr_adopt_check(addr, len, &prot);
 	if (err < 0)
 		return err;
 	/* the registry checks the overlap again, atomically with the insert */
-	return region_setup(ctx, addr, len, len, -1, &vr_kind_adopted, out);
+	return region_setup(ctx, addr, len, len, -1, &vr_kind_adopted, prot, out);
 }
 
 _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)

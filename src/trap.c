@@ -10,7 +10,8 @@
  *             Installing a marker on private anonymous memory also frees
  *             the page (one call discards and traps).  Needs a kernel that
  *             supports markers on shared memfd mappings.
- *   mprotect  PROT_NONE / PROT_READ|PROT_WRITE: works everywhere, splits
+ *   mprotect  PROT_NONE / the region's protection (read/write, or rwx for
+ *             an adopted span that had it): works everywhere, splits
  *             VMAs (vm.max_map_count), SIGSEGV with SEGV_ACCERR.
  * A third one (userfaultfd, issue 15) is one more entry in backends[]:
  * callers only ever go through vr_trap_arm/disarm/attach/detach.
@@ -70,26 +71,30 @@ out:
 	return ok;
 }
 
-static int guard_arm(void *addr, size_t len)
+static int guard_arm(struct vr_region *r, void *addr, size_t len)
 {
+	(void)r;
 	return vr_madvise(addr, len, MADV_GUARD_INSTALL) < 0 ? -errno : 0;
 }
 
-static int guard_disarm(void *addr, size_t len)
+static int guard_disarm(struct vr_region *r, void *addr, size_t len)
 {
+	(void)r;
 	return vr_madvise(addr, len, MADV_GUARD_REMOVE) < 0 ? -errno : 0;
 }
 
 /* ---- mprotect ---- */
 
-static int mprotect_arm(void *addr, size_t len)
+static int mprotect_arm(struct vr_region *r, void *addr, size_t len)
 {
+	(void)r;
 	return vr_mprotect(addr, len, PROT_NONE) < 0 ? -errno : 0;
 }
 
-static int mprotect_disarm(void *addr, size_t len)
+/* back to what the region's memory had (an adopted span may be rwx) */
+static int mprotect_disarm(struct vr_region *r, void *addr, size_t len)
 {
-	return vr_mprotect(addr, len, PROT_READ | PROT_WRITE) < 0 ? -errno : 0;
+	return vr_mprotect(addr, len, r->prot) < 0 ? -errno : 0;
 }
 
 /* in the order the automatic choice tries them */
@@ -159,14 +164,14 @@ int vr_trap_init(void)
 	return 0;
 }
 
-int vr_trap_arm(void *addr, size_t len)
+int vr_trap_arm(struct vr_region *r, void *addr, size_t len)
 {
-	return vr_trap_ops()->arm(addr, len);
+	return vr_trap_ops()->arm(r, addr, len);
 }
 
-int vr_trap_disarm(void *addr, size_t len)
+int vr_trap_disarm(struct vr_region *r, void *addr, size_t len)
 {
-	return vr_trap_ops()->disarm(addr, len);
+	return vr_trap_ops()->disarm(r, addr, len);
 }
 
 int vr_trap_attach(struct vr_region *r)
