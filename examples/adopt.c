@@ -134,6 +134,7 @@ int main(void)
 	uint64_t reclaimed = vr_ctx_stat(ctx, VR_STAT_RECLAIMED_BYTES);
 	printf("adopt: %u hits, %u rebuilt, %llu KiB given back to the kernel\n", hits, rebuilt,
 	       (unsigned long long)(reclaimed / 1024));
+	unsigned uses = hits + rebuilt;
 	if (rebuilt == 0 || reclaimed == 0)
 		return fail("the limit purged nothing", -EIO);
 
@@ -151,6 +152,8 @@ int main(void)
 	}
 	memset(buf, 0, total);
 	free(buf);
-	printf("adopt: %u entries were purged when the cache closed\n", zeroed);
+	printf("summary: %u uses: %u hits (all verified), %u rebuilt after a purge, %u entries "
+	       "purged at close\n",
+	       uses, hits, rebuilt, zeroed);
 	return 0;
 }
