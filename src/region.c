@@ -23,14 +23,11 @@
 #include "kind.h"
 #include "private.h"
 
-__thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
-
 /* the region lock doubles as the writer side of the fault path's seqlock
  * (see private.h): seq is odd from lock to unlock */
 void vr_region_lock(struct vr_region *r)
 {
-	pthread_mutex_lock(&r->lock);
-	vr_tls_held = r;
+	vr_lock(&r->lock, VR_RANK_REGION);
 	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
@@ -40,8 +37,7 @@ void vr_region_unlock(struct vr_region *r)
 {
 	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
 			      memory_order_release);
-	vr_tls_held = NULL;
-	pthread_mutex_unlock(&r->lock);
+	vr_unlock(&r->lock);
 }
 
 void vr_region_publish_oldest(struct vr_region *r)
@@ -80,8 +76,10 @@ static void range_link(struct vr_region *r, struct vr_range *rg)
 	vr_map_insert(&r->map, rg);
 	gauge_add(r, rg, +1);
 	if (!vr_range_purged(rg) &&
-	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL))
+	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL)) {
 		vr_lru_append(&r->map, rg);
+		r->lru_added = true;
+	}
 }
 
 /* a range leaves the tree, the LRU and the gauges and is freed; link is
@@ -250,6 +248,8 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
+	if (vr_held(&r->lock))
+		return -EDEADLK; /* a signal handler interrupted this thread's call on r */
 	vr_region_lock(r);
 	rc = fn(r, off, off + len);
 	vr_region_unlock(r);
@@ -258,15 +258,36 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 
 _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 {
-	int rc = locked_span(r, off, len, mark_locked);
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	if (vr_held(&r->lock))
+		return -EDEADLK; /* a signal handler interrupted this thread's call on r */
+	vr_region_lock(r);
+	r->lru_added = false;
+	rc = mark_locked(r, off, off + len);
+	bool added = r->lru_added;
+	vr_region_unlock(r);
 	if (rc < 0)
 		return rc;
 
-	/* S10: the limit, enforced outside the region lock */
+	/* S10: the limit, enforced outside the region lock.  When the last
+	 * purge found nothing more to purge (sub-page ranges, traps that
+	 * cannot be armed), a mark that added nothing purgeable cannot help
+	 * it: skip the walk over every region (10d).  A mark that adds a
+	 * purgeable range clears the flag (written only when set, so marks
+	 * on different regions do not share a written cache line). */
 	struct vr_ctx *c = r->ctx;
+	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
+	if (added && stuck) {
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+		stuck = false;
+	}
 	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
-	if (limit && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
-		vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+	if (limit && !stuck && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
+		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_purge_lru */
 		if (rc == VR_INTACT) {
 			vr_region_lock(r);
 			rc = (status_locked(r, off, off + len) & VR_STATE_PURGED) ? VR_PURGED
@@ -418,14 +439,20 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
 /* ---- lifecycle ---- */
 
 /* a region over [base, base + map_size), already mapped (or adopted):
- * registered, linked into ctx.  On failure nothing is kept; the caller
- * still owns the mapping and the fd. */
+ * registered, linked into ctx.  st: the memfd's (S33), NULL for
+ * anonymous memory.  On failure nothing is kept; the caller still owns
+ * the mapping and the fd. */
 static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_size, int fd,
-			const struct vr_kind_ops *kind, int prot, struct vr_region **out)
+			const struct stat *st, const struct vr_kind_ops *kind, int prot,
+			struct vr_region **out)
 {
 	struct vr_region *r = vr_calloc_aligned(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	if (st) {
+		r->dev = st->st_dev;
+		r->ino = st->st_ino;
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	vr_map_init(&r->map, vr_page_shift());
 	r->ctx = ctx;
@@ -439,27 +466,37 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	r->shard = &ctx->shards[atomic_fetch_add(&ctx->next_shard, 1) % VR_NSHARDS];
 	atomic_init(&r->oldest_age, UINT64_MAX);
 	int err = vr_trap_attach(r);
-	if (err == 0) {
+	if (err < 0)
+		goto fail;
+	/* the purge heap gets room for this region first: a purge must never
+	 * need memory (issue 13, item 4) */
+	vr_lock(&ctx->purge_lock, VR_RANK_PURGE);
+	vr_lock(&ctx->lock, VR_RANK_CTX);
+	err = vr_purge_reserve(ctx, ctx->nregions + 1);
+	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
+		   * adopted span overlaps a region */
 		err = vr_registry_add(r);
-		if (err < 0)
-			vr_trap_detach(r, false);
-	}
 	if (err < 0) {
-		vr_map_fini(&r->map);
-		pthread_mutex_destroy(&r->lock);
-		free(r);
-		return err;
+		vr_unlock(&ctx->lock);
+		vr_unlock(&ctx->purge_lock);
+		vr_trap_detach(r, false);
+		goto fail;
 	}
-	pthread_mutex_lock(&ctx->lock);
 	r->next = ctx->regions;
 	if (ctx->regions)
 		ctx->regions->prev = r;
 	ctx->regions = r;
 	ctx->nregions++;
 	atomic_fetch_add_explicit(&ctx->nregions_stat, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&ctx->lock);
+	vr_unlock(&ctx->lock);
+	vr_unlock(&ctx->purge_lock);
 	*out = r;
 	return 0;
+fail:
+	vr_map_fini(&r->map);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+	return err;
 }
 
 static size_t page_round(size_t size)
@@ -468,7 +505,8 @@ static size_t page_round(size_t size)
 }
 
 /* maps the memfd; on failure the caller still owns fd */
-static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region **out)
+static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t size,
+		      struct vr_region **out)
 {
 	size_t map_size = page_round(size);
 	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -479,8 +517,8 @@ static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region 
 		munmap(p, map_size);
 		return err;
 	}
-	int err = region_setup(ctx, p, size, map_size, fd, &vr_kind_memfd, PROT_READ | PROT_WRITE,
-			       out);
+	int err = region_setup(ctx, p, size, map_size, fd, st, &vr_kind_memfd,
+			       PROT_READ | PROT_WRITE, out);
 	if (err < 0)
 		munmap(p, map_size);
 	return err;
@@ -503,7 +541,8 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 	int err = vr_anon_map(map_size, &p);
 	if (err < 0)
 		return err;
-	err = region_setup(ctx, p, size, map_size, -1, &vr_kind_anon, PROT_READ | PROT_WRITE, out);
+	err = region_setup(ctx, p, size, map_size, -1, NULL, &vr_kind_anon, PROT_READ | PROT_WRITE,
+			   out);
 	if (err < 0)
 		munmap(p, map_size);
 	return err;
@@ -521,12 +560,13 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 	int fd = vr_memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (vr_ftruncate(fd, (off_t)size) < 0) {
+	struct stat st;
+	if (vr_ftruncate(fd, (off_t)size) < 0 || fstat(fd, &st) < 0) {
 		int err = -errno;
 		close(fd);
 		return err;
 	}
-	int err = region_map(ctx, fd, size, out);
+	int err = region_map(ctx, fd, &st, size, out);
 	if (err < 0)
 		close(fd);
 	return err;
@@ -549,7 +589,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 	if (err < 0)
 		return err;
 	/* the registry checks the overlap again, atomically with the insert */
-	return region_setup(ctx, addr, len, len, -1, &vr_kind_adopted, prot, out);
+	return region_setup(ctx, addr, len, len, -1, NULL, &vr_kind_adopted, prot, out);
 }
 
 _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
@@ -573,7 +613,7 @@ _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struc
 	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0)
 		return -errno;
-	int err = region_map(ctx, nfd, (size_t)st.st_size, out);
+	int err = region_map(ctx, nfd, &st, (size_t)st.st_size, out);
 	if (err < 0)
 		close(nfd);
 	return err;
@@ -591,7 +631,8 @@ void vr_region_release(struct vr_region *r, bool inherited)
 	vr_map_fini(&r->map);
 }
 
-/* called with ctx->purge_lock and ctx->lock held unless inherited */
+/* called with ctx->purge_lock and ctx->lock held, or vr_global_lock if
+ * inherited */
 void vr_region_free(struct vr_region *r, bool inherited)
 {
 	struct vr_ctx *c = r->ctx;
@@ -620,14 +661,19 @@ _export_ void vr_region_destroy(struct vr_region *r)
 		return;
 	struct vr_ctx *c = r->ctx;
 	if (vr_inherited_region(r)) {
+		/* the ctx's own locks may be held by threads that do not exist
+		 * in this child: the global lock (re-created at fork) guards
+		 * the inherited lists instead */
+		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		vr_region_free(r, true);
+		vr_unlock(&vr_global_lock);
 		return;
 	}
-	pthread_mutex_lock(&c->purge_lock);
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
 	vr_region_free(r, false);
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&c->purge_lock);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
 }
 
 _export_ void *vr_region_base(const struct vr_region *r)
@@ -656,9 +702,14 @@ _export_ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, vo
 {
 	if (check_live(r) < 0)
 		return -EINVAL;
+	if (vr_held(&r->lock))
+		return -EDEADLK;
 	vr_region_lock(r);
 	r->fault_fn = fn;
 	r->fault_arg = fn ? arg : NULL;
 	vr_region_unlock(r);
+	/* no call of the replaced handler is in flight when this returns
+	 * (unless called from a fault handler: callback.c) */
+	vr_cb_synchronize();
 	return 0;
 }

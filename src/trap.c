@@ -144,7 +144,7 @@ int vr_trap_init(void)
 	if (vr_trap_ops())
 		return 0;
 	const struct vr_trap_ops *b = NULL;
-	const char *env = getenv("VRANGE_TRAP");
+	const char *env = secure_getenv("VRANGE_TRAP");
 	for (size_t i = 0; env && i < VR_ARRAY_SIZE(backends); i++) {
 		if (strcmp(env, backends[i].name) != 0)
 			continue;
