@@ -10,6 +10,10 @@
  */
 #include "tests.h"
 
+/* internals: the memory kinds' footprint (tests link the internal library) */
+#include "kind.h"
+#include "private.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -284,6 +288,33 @@ static void test_purge_returns_memory(void **state)
 	vr_region_destroy(r);
 	munmap(m, 64 * P);
 	vr_ctx_destroy(c);
+}
+
+/* the kinds count what a region holds: memfd blocks, resident pages */
+static void test_footprint(void **state)
+{
+	(void)state;
+	struct vr_ctx *c = new_ctx();
+	struct vr_region *rs[3];
+	uint8_t *m = map_anon(16 * P);
+	assert_int_equal(vr_region_new(c, "vt-fp", 16 * P, 0, &rs[0]), 0);
+	rs[1] = new_anon(c, 16 * P);
+	assert_int_equal(vr_region_adopt(c, m, 16 * P, 0, &rs[2]), 0);
+	for (int i = 0; i < 3; i++) {
+		struct vr_region *r = rs[i];
+		assert_int_equal(r->kind->footprint(r), 0);
+		memset(vr_region_base(r), 1, 16 * P);
+		assert_int_equal(r->kind->footprint(r), 16 * P);
+		assert_int_equal(vr_mark(r, 4 * P, 8 * P), VR_INTACT);
+		assert_int_equal(vr_ctx_purge(c, SIZE_MAX), 8 * P);
+		assert_int_equal(r->kind->footprint(r), 8 * P);
+		assert_int_equal(vr_unmark(r, 0, 16 * P), VR_PURGED);
+	}
+	assert_ptr_equal(rs[0]->kind, &vr_kind_memfd);
+	assert_ptr_equal(rs[1]->kind, &vr_kind_anon);
+	assert_ptr_equal(rs[2]->kind, &vr_kind_adopted);
+	vr_ctx_destroy(c);
+	munmap(m, 16 * P);
 }
 
 /* ------------------------------------------------------------------ */
@@ -776,6 +807,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_anon_rules),
 		cmocka_unit_test(test_anon_limit_pressure_ptr),
 		cmocka_unit_test(test_purge_returns_memory),
+		cmocka_unit_test(test_footprint),
 		cmocka_unit_test(test_adopt_contents_and_destroy),
 		cmocka_unit_test(test_adopt_bad_input),
 		cmocka_unit_test(test_adopt_overlap),
