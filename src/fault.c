@@ -280,52 +280,52 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 	void *addr = si->si_addr;
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
 	struct vr_ctx *c = r->ctx;
-	vr_held_enter_signal();
 	if (vr_held(&r->lock)) {
 		/* an asynchronous signal handler touched a trapped page of the
 		 * region its own thread is changing: waiting would deadlock */
 		atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
 		deliver_sigbus(addr, uc);
-		goto leave;
+		goto out;
 	}
 
 	/* the handler read by the lookup is called inside a callback
 	 * section, so that replacing it waits for this call (callback.c) */
+	vr_held_enter_signal();
 	unsigned long cb = vr_cb_enter();
 	struct lookup lk;
 	lookup(r, off, &lk);
-	/* trap generations are unique in the process (vr_trap_seq): a
+	/* trap generations are unique in the process (vr_trap_gen_bump): a
 	 * region created at a reused address never matches an old one */
 	bool same = ftls.addr == addr && ftls.gen == lk.gen;
 	if (!lk.claimed) {
 		vr_cb_leave(cb);
+		vr_held_leave_signal();
 		if (same) {
 			/* faulted again with nothing changed: not ours */
 			ftls.addr = NULL;
-			vr_held_leave_signal();
 			forward(sig, si, ucv);
 			goto out;
 		}
 		ftls = (struct fault_tls){ addr, lk.gen, 0 };
-		goto leave; /* re-run the access */
+		goto out; /* re-run the access */
 	}
 	atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
 	ftls.count = same ? ftls.count + 1 : 1;
 	ftls.addr = addr;
 	ftls.gen = lk.gen;
 	/* from here on r may be freed by the handler: only values are used */
-	if (lk.fn && ftls.count <= MAX_REFAULTS &&
-	    lk.fn(r, (size_t)lk.start, (size_t)lk.len, addr, lk.arg) == VR_FAULT_RETRY) {
-		vr_cb_leave(cb);
-		goto leave;
-	}
+	bool fixed = lk.fn && ftls.count <= MAX_REFAULTS &&
+		     lk.fn(r, (size_t)lk.start, (size_t)lk.len, addr, lk.arg) == VR_FAULT_RETRY;
 	vr_cb_leave(cb);
+	vr_held_leave_signal();
+	if (fixed)
+		goto out;
+	/* the SIGBUS handler may leave with siglongjmp: nothing of ours is
+	 * left open when it runs */
 	ftls.addr = NULL;
 	if (vr_debug_stderr())
 		log_sigbus((uintptr_t)r, off, lk.start, lk.len, uc);
 	deliver_sigbus(addr, uc);
-leave:
-	vr_held_leave_signal();
 out:
 	errno = saved_errno;
 }

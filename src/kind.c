@@ -2,20 +2,20 @@
 /*
  * kind.c - the memory kinds of kind.h: memfd, anonymous, adopted
  *
- * Order inside discard (architecture.md, problem 2): the trap is armed
- * before the data goes, so no thread ever reads a freed page as zeros:
- *   memfd      arm, then fallocate(PUNCH_HOLE|KEEP_SIZE) (a read through
- *              an untrapped mapping would re-allocate the page as zeros);
- *   anonymous  with guard markers one madvise(MADV_GUARD_INSTALL) frees
- *              and traps at once; with mprotect, PROT_NONE first and
- *              MADV_DONTNEED second.  mlock'ed memory refuses both
- *              (EINVAL from the guard install or from MADV_DONTNEED): the
- *              trap is disarmed and the purge skips the range, data kept.
+ * Order (architecture.md, problem 2): purge.c arms the trap first, so no
+ * thread ever reads a freed page as zeros, then calls free_pages:
+ *   memfd      fallocate(PUNCH_HOLE|KEEP_SIZE) (a read through an
+ *              untrapped mapping would re-allocate the page as zeros);
+ *   anonymous  nothing when a guard marker trapped the pages (installing
+ *              it freed them), else MADV_DONTNEED.  mlock'ed memory
+ *              refuses both (EINVAL from the guard install or from
+ *              MADV_DONTNEED): the purge disarms and skips the range,
+ *              data kept.
  * The VMA budget is the trap backend's: an mprotect that fails with
  * ENOMEM at vm.max_map_count skips the range for either kind.
  *
- * Restoring is the same for all kinds today: disarm the trap; a punched
- * memfd page or a freed anonymous page then reads 0.
+ * Restoring is the trap's business (purge.c): a punched memfd page or a
+ * freed anonymous page reads 0 once the trap is off.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,25 +31,15 @@
 #include "kind.h"
 #include "private.h"
 
-static int restore_trap(struct vr_region *r, uint64_t p0, uint64_t p1)
-{
-	return vr_trap_disarm(r, r->base + p0, p1 - p0);
-}
-
 /* ---- memfd ---- */
 
-static int memfd_discard(struct vr_region *r, uint64_t p0, uint64_t p1)
+static int memfd_free(struct vr_region *r, uint64_t p0, uint64_t p1, bool trap_freed)
 {
-	int err = vr_trap_arm(r, r->base + p0, p1 - p0);
-	if (err < 0)
-		return err;
-	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
-			 (off_t)(p1 - p0)) < 0) {
-		err = -errno;
-		vr_trap_disarm(r, r->base + p0, p1 - p0);
-		return err;
-	}
-	return 0;
+	(void)trap_freed; /* shared memory: a marker frees nothing */
+	return vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
+			    (off_t)(p1 - p0)) < 0
+		       ? -errno
+		       : 0;
 }
 
 static uint64_t memfd_footprint(struct vr_region *r)
@@ -71,8 +61,7 @@ static void memfd_release(struct vr_region *r, bool inherited)
 
 const struct vr_kind_ops vr_kind_memfd = {
 	.name = "memfd",
-	.discard = memfd_discard,
-	.restore = restore_trap,
+	.free_pages = memfd_free,
 	.footprint = memfd_footprint,
 	.release = memfd_release,
 };
@@ -95,19 +84,12 @@ int vr_anon_map(size_t map_size, void **out)
 	return 0;
 }
 
-static int anon_discard(struct vr_region *r, uint64_t p0, uint64_t p1)
+static int anon_free(struct vr_region *r, uint64_t p0, uint64_t p1, bool trap_freed)
 {
-	void *a = r->base + p0;
-	size_t n = p1 - p0;
-	int err = vr_trap_arm(r, a, n);
-	if (err < 0 || vr_trap_ops()->frees_private)
-		return err;
-	if (vr_madvise(a, n, MADV_DONTNEED) < 0) {
-		err = -errno; /* EINVAL: mlock'ed */
-		vr_trap_disarm(r, a, n);
-		return err;
-	}
-	return 0;
+	if (trap_freed)
+		return 0;
+	/* EINVAL: mlock'ed */
+	return vr_madvise(r->base + p0, p1 - p0, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 /* resident pages of the span, per mincore(2) */
@@ -137,8 +119,7 @@ static void anon_release(struct vr_region *r, bool inherited)
 
 const struct vr_kind_ops vr_kind_anon = {
 	.name = "anon",
-	.discard = anon_discard,
-	.restore = restore_trap,
+	.free_pages = anon_free,
 	.footprint = anon_footprint,
 	.release = anon_release,
 };
@@ -154,7 +135,7 @@ const struct vr_kind_ops vr_kind_anon = {
 static void adopted_release(struct vr_region *r, bool inherited)
 {
 	if (inherited) {
-		vr_trap_disarm(r, r->base, r->map_size);
+		vr_restore_pages(r, 0, r->map_size);
 		return;
 	}
 	unsigned sh = r->map.page_shift;
@@ -163,7 +144,7 @@ static void adopted_release(struct vr_region *r, bool inherited)
 		uint64_t p0, p1;
 		if (!vr_range_purged(x) || !vr_whole_pages(x->start, x->end, sh, &p0, &p1))
 			continue;
-		int err = restore_trap(r, p0, p1);
+		int err = vr_restore_pages(r, p0, p1);
 		if (err < 0)
 			vr_dbg("destroy of adopted region %p: [%llu, %llu) stays trapped: %s",
 			       (void *)r, (unsigned long long)p0, (unsigned long long)p1,
@@ -173,8 +154,7 @@ static void adopted_release(struct vr_region *r, bool inherited)
 
 const struct vr_kind_ops vr_kind_adopted = {
 	.name = "adopted",
-	.discard = anon_discard,
-	.restore = restore_trap,
+	.free_pages = anon_free,
 	.footprint = anon_footprint,
 	.release = adopted_release,
 };

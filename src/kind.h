@@ -8,20 +8,23 @@
  * region points at one immutable struct vr_kind_ops:
  *
  *   vr_kind_memfd    a memfd mapped MAP_SHARED (vr_region_new,
- *                    vr_region_from_fd): arm the trap, then punch a hole.
+ *                    vr_region_from_fd): the trapped pages are punched
+ *                    out of the file.
  *   vr_kind_anon     private anonymous memory the library mapped
- *                    (VR_REGION_ANON, MADV_DONTFORK): arm the trap, which
- *                    with guard markers frees the pages too, else
- *                    MADV_DONTNEED after mprotect(PROT_NONE).
+ *                    (VR_REGION_ANON, MADV_DONTFORK): a guard marker frees
+ *                    the pages as it traps them, else (mprotect)
+ *                    MADV_DONTNEED frees them.
  *   vr_kind_adopted  private anonymous memory the caller mapped
  *                    (vr_region_adopt): discarded as vr_kind_anon, but
  *                    never unmapped: destroy disarms the traps instead.
  *
- * discard/restore take page-aligned offsets [p0, p1) into the region and
- * are called with the region lock held (purge.c, region.c), never from a
- * signal handler; discard either discards every page or leaves them all
- * as they were (trap disarmed, data kept) and returns -errno.  restore
- * makes the span readable and writable; the pages read 0.
+ * The trap is not the kind's business: purge.c arms it (guard markers,
+ * or mprotect for large ranges and on the mprotect backend) and takes it
+ * down on restore, and then every kind reads 0 where it freed pages.  In
+ * between, free_pages frees the memory of the armed span: it is called
+ * with the region lock held, never from a signal handler, and returns 0
+ * or -errno having freed nothing (purge.c then disarms and skips the
+ * range, data kept).
  */
 #ifndef VR_KIND_H
 #define VR_KIND_H
@@ -36,8 +39,10 @@ struct vr_region;
 
 struct vr_kind_ops {
 	const char *name;
-	int (*discard)(struct vr_region *r, uint64_t p0, uint64_t p1);
-	int (*restore)(struct vr_region *r, uint64_t p0, uint64_t p1);
+	/* free the pages [p0, p1) (page-aligned offsets) of r, trapped
+	 * already; trap_freed: the trap (a guard marker) freed private
+	 * anonymous pages itself */
+	int (*free_pages)(struct vr_region *r, uint64_t p0, uint64_t p1, bool trap_freed);
 	/* bytes of memory the region holds in the kernel now: the memfd's
 	 * blocks, or the resident pages of this process's anonymous mapping
 	 * (a page a fork child still shares is not counted here once this

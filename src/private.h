@@ -119,6 +119,7 @@ struct vr_region {
 	struct vr_shard *shard;        /* immutable: where this region's gauges go */
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	bool lru_added;                /* protected by lock: a range joined the LRU */
+	_Atomic bool used_prot;        /* guard backend: some range used mprotect */
 	dev_t dev;                     /* immutable: the memfd's st_dev ... */
 	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
@@ -165,7 +166,11 @@ void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
 void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the only place that arms traps and punches holes ---- */
-/* discard [p0, p1) (page aligned) now: arm + punch; 0 or -errno, undone on error */
+/* discard [p0, p1) (page aligned) now: arm + punch.  0; or -errno, with
+ * nothing changed (the trap undone); or VR_DISCARD_STUCK: the pages keep
+ * their data but stay trapped (an undo failed), so the caller must treat
+ * them as purged.  Region lock held. */
+#define VR_DISCARD_STUCK 1
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
@@ -209,6 +214,9 @@ int vr_trap_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_attach(struct vr_region *r) _nonnull_();
 void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
+/* mprotect whatever the backend (large ranges under guard, purge.c) */
+int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_current(void);
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */

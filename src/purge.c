@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * purge.c - the purge engine: the only code that decides to discard pages
- * (through the region's memory kind, kind.c, which arms the trap and
- * frees the memory).
+ * purge.c - the purge engine: the only code that arms traps to discard
+ * pages; the memory itself is freed through the region's kind (kind.c).
  *
  * Discarding pages, in this order (architecture.md, problem 2):
  *   1. arm the trap on the whole pages (a thread touching them from now on
@@ -42,18 +41,67 @@ void vr_trap_gen_bump(struct vr_region *r)
 	atomic_store_explicit(&r->trap_gen, g, memory_order_relaxed);
 }
 
-/* through the region's memory kind (kind.h): arm + punch for a memfd,
- * arm (+ MADV_DONTNEED) for anonymous memory */
+/* Under the guard backend, a large range is trapped with one mprotect
+ * instead: guard markers allocate page tables (8 bytes per page) for
+ * memory that was never touched, which a purge of a sparse region would
+ * pay in full and keep after the unmark, while an mprotect costs at most
+ * two VMAs (issue 13, item 8).  At the VMA limit it falls back to guard
+ * markers.  A region that used mprotect once restores with both. */
+#define PROT_MIN_BYTES ((uint64_t)2 << 20) /* one page-table page covers 2 MiB */
+
+static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
+{
+	*prot = vr_trap_current() == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
+	if (*prot) {
+		int err = vr_trap_arm_prot(r, a, len);
+		if (err == 0) {
+			atomic_store_explicit(&r->used_prot, true, memory_order_relaxed);
+			return 0;
+		}
+		/* a multi-VMA mprotect can fail half-way: undo, then guard */
+		if (vr_trap_disarm_prot(r, a, len) < 0)
+			return VR_DISCARD_STUCK;
+		*prot = false;
+	}
+	return vr_trap_arm(r, a, len);
+}
+
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
+	void *a = r->base + p0;
+	size_t len = p1 - p0;
+	bool prot;
 	vr_trap_gen_bump(r);
-	return r->kind->discard(r, p0, p1);
+	int err = arm(r, a, len, &prot);
+	if (err == VR_DISCARD_STUCK)
+		return err;
+	if (err < 0) {
+		/* arming may have failed part-way: take back what was armed;
+		 * if even that fails, pages with data may stay trapped, and the
+		 * range must be taken as purged (its data is never lost, but a
+		 * touch must reach the fault path as a purged range) */
+		return vr_trap_disarm(r, a, len) < 0 ? VR_DISCARD_STUCK : err;
+	}
+	/* the memory goes through the region's kind (kind.h): a hole in the
+	 * memfd, or MADV_DONTNEED unless the guard markers freed it */
+	err = r->kind->free_pages(r, p0, p1, !prot && vr_trap_ops()->frees_private);
+	if (err < 0) {
+		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
+		return undo < 0 ? VR_DISCARD_STUCK : err;
+	}
+	return 0;
 }
 
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
+	void *a = r->base + p0;
+	size_t len = p1 - p0;
 	vr_trap_gen_bump(r);
-	return r->kind->restore(r, p0, p1);
+	int err = vr_trap_disarm(r, a, len);
+	if (!err && vr_trap_current() == VR_TRAP_GUARD &&
+	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
+		err = vr_trap_disarm_prot(r, a, len);
+	return err;
 }
 
 /* purge one LRU range, region lock held: the bytes reclaimed, or -errno
@@ -65,7 +113,12 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	if (!vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1))
 		return -EINVAL; /* never on the LRU */
 	int err = vr_discard_pages(r, p0, p1);
-	if (err < 0) {
+	if (err == VR_DISCARD_STUCK) {
+		/* trapped but not punched, and the trap would not come off:
+		 * purged with its data, nothing reclaimed */
+		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
+		p1 = p0;
+	} else if (err < 0) {
 		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
 		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
 		       (unsigned long long)rg->start, (unsigned long long)rg->end, strerror(-err));

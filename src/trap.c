@@ -186,3 +186,15 @@ void vr_trap_detach(struct vr_region *r, bool inherited)
 	if (t->detach)
 		t->detach(r, inherited);
 }
+
+/* mprotect whatever the backend: purge.c traps large ranges this way under
+ * the guard backend (guard markers would allocate page tables) */
+int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len)
+{
+	return mprotect_arm(r, addr, len);
+}
+
+int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len)
+{
+	return mprotect_disarm(r, addr, len);
+}
