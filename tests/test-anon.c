@@ -282,11 +282,21 @@ static void test_purge_returns_memory(void **state)
 	struct vr_region *r = new_anon(c, 64 * P);
 	purge_returns_memory_on(c, r, 64 * P);
 	vr_region_destroy(r);
+	/* 4 MiB: under the guard backend a range of 2 MiB or more is trapped
+	 * with mprotect (purge.c), and MADV_DONTNEED frees it */
+	r = new_anon(c, 1024 * P);
+	purge_returns_memory_on(c, r, 1024 * P);
+	vr_region_destroy(r);
 	uint8_t *m = map_anon(64 * P);
 	assert_int_equal(vr_region_adopt(c, m, 64 * P, 0, &r), 0);
 	purge_returns_memory_on(c, r, 64 * P);
 	vr_region_destroy(r);
 	munmap(m, 64 * P);
+	m = map_anon(1024 * P);
+	assert_int_equal(vr_region_adopt(c, m, 1024 * P, 0, &r), 0);
+	purge_returns_memory_on(c, r, 1024 * P);
+	vr_region_destroy(r);
+	munmap(m, 1024 * P);
 	vr_ctx_destroy(c);
 }
 
