@@ -208,6 +208,7 @@ void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
+void vr_fault_atfork_child(void);
 
 /* ---- monitor.c ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread
