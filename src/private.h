@@ -2,35 +2,43 @@
 /*
  * private.h - internal types shared by the subsystems of libvrange
  *
- * LOCKING (the rules every file must respect)
+ * LOCKING (the rules every file must respect; mechanics in lock.h)
  *
+ *   vr_global_lock    one-time setup; inherited lists in a fork child.
  *   ctx->purge_lock   one purge engine run per ctx at a time (vr_ctx_purge,
- *                     limit, pressure, monitor); also held by
- *                     vr_region_destroy / vr_ctx_destroy so that a purge
- *                     never sees a region being freed.
+ *                     limit, pressure, monitor); also held by region
+ *                     creation (it reserves room in the purge heap) and
+ *                     by vr_region_destroy / vr_ctx_destroy, so that a
+ *                     purge never sees a region being freed.
  *   ctx->lock         the ctx's region list (regions, nregions).
  *   region->lock      the region's range map, fault handler, purge cursor.
+ *   registry wlock    registry writers (registry.c).
+ *   log_lock          the log function (log.c), a leaf.
  *
- *   Nesting order:  purge_lock  ->  ctx->lock  ->  region->lock.
- *   At most ONE region lock is held at any time, by anybody.  vr_mark
- *   drops its region lock before it enforces the ctx limit.
- *   Gauges and counters are atomics in the ctx (no lock).
+ *   Order: global -> purge_lock -> ctx->lock -> region->lock -> registry
+ *   -> log, checked in builds without NDEBUG.  Every lock is taken with
+ *   vr_lock()/vr_unlock(), never pthread_mutex_lock() directly (the
+ *   atfork handlers are the exception: they run outside any call).
+ *   At most ONE region lock per signal level.  vr_mark drops its region
+ *   lock before it enforces the ctx limit.  Code that may run in a signal
+ *   handler checks vr_held() before blocking on a lock.  The purge path
+ *   allocates nothing.  Gauges and counters are atomics in the ctx (no
+ *   lock).
  *
- *   The SIGSEGV handler (fault.c) takes no lock.  It reads the region's
- *   map under a seqlock: region->seq is odd while a thread holds the
- *   region lock (vr_region_lock/unlock bump it), and a reader retries
- *   until it read the map with the same even seq before and after.  Map
- *   nodes live in the region's slab until the region is destroyed, so a
- *   reader racing a writer follows stale but valid pointers, bounded and
- *   then discarded.  While a purge holds the lock (trap armed, hole being
- *   punched) a faulting thread waits for the seq to turn even: it then
- *   sees the range purged, or intact with the trap removed.  A reader that
- *   keeps colliding with writers (64 tries) takes the region lock instead,
- *   so a fault never starves behind a busy region.  The one case
- *   that cannot wait is an asynchronous signal handler touching volatile
- *   memory while its own thread holds that region's lock; the per-thread
- *   vr_tls_held records which region lock a thread holds, and the fault
- *   path delivers SIGBUS instead of waiting for ever.
+ *   The SIGSEGV handler (fault.c) takes no lock in the common case.  It
+ *   reads the region's map under a seqlock: region->seq is odd while a
+ *   thread holds the region lock (vr_region_lock/unlock bump it), and a
+ *   reader retries until it read the map with the same even seq before
+ *   and after.  Map nodes live in the region's slab until the region is
+ *   destroyed, so a reader racing a writer follows stale but valid
+ *   pointers, bounded and then discarded.  While a purge holds the lock
+ *   (trap armed, hole being punched) a faulting thread waits for the seq
+ *   to turn even: it then sees the range purged, or intact with the trap
+ *   removed.  A reader that keeps colliding with writers (64 tries) takes
+ *   the region lock instead, so a fault never starves behind a busy
+ *   region; it never does so for a lock its own thread holds (vr_held):
+ *   an asynchronous signal handler touching volatile memory while its
+ *   thread holds that region's lock gets SIGBUS instead.
  *
  * FORK
  *
@@ -241,6 +249,7 @@ void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
+void vr_fault_atfork_child(void);
 
 /* ---- monitor.c ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread

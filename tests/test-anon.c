@@ -150,6 +150,7 @@ static void test_new_anon_basics(void **state)
 	assert_int_equal((uintptr_t)b % P, 0);
 	assert_int_equal(vr_region_size(r), 5 * P + 123);
 	assert_int_equal(vr_region_fd(r), -EBADF);
+	assert_int_equal(vr_region_fill(r, 0, "x", 1), -EBADF); /* no file */
 	assert_int_equal(vt_count_fds(), fds);
 	assert_true(vt_all_zero(b, 5 * P + 123));
 	assert_ptr_equal(vr_region_of(b + 5 * P + 122), r);

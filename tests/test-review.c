@@ -418,6 +418,75 @@ static void sc_sparse_purge(void)
 	vr_ctx_destroy(c);
 }
 
+/* ---- lazy refill without a zero window ------------------------------
+ * Six threads read a volatile range lazily while a purger discards it
+ * again and again; the handler regenerates with vr_region_fill() before
+ * vr_unmark().  No reader ever sees a byte that is not the data, and the
+ * data is regenerated at most once per purge however many threads fault. */
+#define LZ_PAGES 8
+static struct vr_region *LR;
+static atomic_int lz_stop;
+static atomic_long lz_regens, lz_reads;
+static uint8_t lz_buf[LZ_PAGES * 65536];
+
+static int lz_fn(struct vr_region *r, size_t off, size_t len, void *addr, void *arg)
+{
+	(void)addr;
+	(void)arg;
+	atomic_fetch_add(&lz_regens, 1);
+	/* one handler at a time for this range (the others wait) */
+	vt_fill(lz_buf, off, len, 42);
+	CK_EQ(vr_region_fill(r, off, lz_buf, len), 0);
+	CK_EQ(vr_unmark(r, off, len), VR_PURGED);
+	return VR_FAULT_RETRY;
+}
+
+static void *lz_reader(void *arg)
+{
+	struct vt_rng g;
+	vt_seed(&g, (uint64_t)(uintptr_t)arg);
+	size_t n = LZ_PAGES * vt_pg();
+	const uint8_t *b = vr_region_base(LR);
+	while (!atomic_load(&lz_stop)) {
+		size_t i = vt_below(&g, n);
+		uint8_t v = rd(b + i);
+		CK(v == vt_pat(42, i), "byte %zu read %u, data is %u", i, v, vt_pat(42, i));
+		atomic_fetch_add(&lz_reads, 1);
+	}
+	return NULL;
+}
+
+static void sc_lazy_no_zero_window(void)
+{
+	struct vr_ctx *c = sc_ctx();
+	size_t P = vt_pg(), n = LZ_PAGES * P;
+	CK(n <= sizeof(lz_buf));
+	CK_EQ(vr_region_new(c, "lazy", n, 0, &LR), 0);
+	vt_fill(vr_region_base(LR), 0, n, 42);
+	CK_EQ(vr_region_set_fault_handler(LR, lz_fn, NULL), 0);
+	pthread_t t[6];
+	for (int i = 0; i < 6; i++)
+		CK_EQ(pthread_create(&t[i], NULL, lz_reader, (void *)(uintptr_t)(i + 1)), 0);
+	long purges = 0;
+	for (int k = 0; k < 400; k++) {
+		int m = vr_mark(LR, 0, n);
+		CK(m == VR_INTACT || m == VR_PURGED);
+		if (vr_ctx_purge(c, SIZE_MAX) > 0)
+			purges++;
+		usleep(1000);
+	}
+	atomic_store(&lz_stop, 1);
+	for (int i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	long regens = atomic_load(&lz_regens);
+	fprintf(stderr, "lazy: %ld purges, %ld regenerations, %ld reads\n", purges, regens,
+		atomic_load(&lz_reads));
+	CK(purges > 100);
+	CK(regens > 0);
+	CK(regens <= purges, "%ld regenerations for %ld purges", regens, purges);
+	vr_ctx_destroy(c);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "reuse_addr", sc_reuse_addr },
 	{ "async_status", sc_async_status },
@@ -425,6 +494,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "destroy_in_handler", sc_destroy_in_handler },
 	{ "handler_replace", sc_handler_replace },
 	{ "sparse_purge", sc_sparse_purge },
+	{ "lazy_no_zero_window", sc_lazy_no_zero_window },
 };
 
 /* ------------------------------------------------------------------ */
@@ -501,6 +571,13 @@ static void test_sparse_purge_page_tables(void **state)
 	expect_ok_both("sparse_purge", NULL);
 }
 
+/* lazy refill: no zero window, one regeneration per purge */
+static void test_lazy_refill_many_readers(void **state)
+{
+	(void)state;
+	expect_ok_both("lazy_no_zero_window", NULL);
+}
+
 /* item 2 (S33): one region per file in a process */
 static void test_second_region_on_same_file(void **state)
 {
@@ -551,6 +628,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_handler_replacement_waits),
 		cmocka_unit_test(test_sparse_purge_page_tables),
 		cmocka_unit_test(test_second_region_on_same_file),
+		cmocka_unit_test(test_lazy_refill_many_readers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
