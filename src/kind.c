@@ -68,11 +68,13 @@ const struct vr_kind_ops vr_kind_memfd = {
 
 /* ---- anonymous ---- */
 
-int vr_anon_map(size_t map_size, void **out)
+int vr_kind_map(int fd, size_t map_size, void **out)
 {
-	/* MAP_NORESERVE: like a memfd, the region commits nothing up front */
-	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/* anonymous: MAP_NORESERVE, like a memfd the region commits nothing
+	 * up front */
+	void *p = fd >= 0 ? vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			  : vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	if (vr_madvise(p, map_size, MADV_DONTFORK) < 0) {

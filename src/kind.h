@@ -57,8 +57,9 @@ struct vr_kind_ops {
 
 extern const struct vr_kind_ops vr_kind_memfd, vr_kind_anon, vr_kind_adopted;
 
-/* a fresh private anonymous mapping of map_size bytes, MADV_DONTFORK */
-int vr_anon_map(size_t map_size, void **out) _nonnull_() _must_check_;
+/* a region's mapping, read/write and MADV_DONTFORK: the memfd fd
+ * MAP_SHARED, or (fd < 0) fresh private anonymous memory */
+int vr_kind_map(int fd, size_t map_size, void **out) _nonnull_() _must_check_;
 /* 0 if [addr, addr + len) (page aligned) lies in one private anonymous
  * read/write mapping of this process (per /proc/self/smaps), its
  * protection in *prot; -EINVAL if not; or the -errno of reading

@@ -534,16 +534,12 @@ static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t 
 		      struct vr_region **out)
 {
 	size_t map_size = page_round(size);
-	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	if (vr_madvise(p, map_size, MADV_DONTFORK) < 0) {
-		int err = -errno;
-		munmap(p, map_size);
+	void *p;
+	int err = vr_kind_map(fd, map_size, &p);
+	if (err < 0)
 		return err;
-	}
-	int err = region_setup(ctx, p, size, map_size, fd, st, &vr_kind_memfd,
-			       PROT_READ | PROT_WRITE, out);
+	err = region_setup(ctx, p, size, map_size, fd, st, &vr_kind_memfd, PROT_READ | PROT_WRITE,
+			   out);
 	if (err < 0)
 		munmap(p, map_size);
 	return err;
@@ -563,7 +559,7 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 		return -EINVAL;
 	size_t map_size = page_round(size);
 	void *p;
-	int err = vr_anon_map(map_size, &p);
+	int err = vr_kind_map(-1, map_size, &p);
 	if (err < 0)
 		return err;
 	err = region_setup(ctx, p, size, map_size, -1, NULL, &vr_kind_anon, PROT_READ | PROT_WRITE,

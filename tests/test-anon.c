@@ -757,32 +757,14 @@ static const struct vt_scenario scenarios[] = {
 
 static const char *const traps[] = { "guard", "mprotect" };
 
-static int run(const char *name, const char *trap, bool adopt)
-{
-	setenv("VRANGE_TRAP", trap, 1);
-	if (adopt)
-		setenv("VT_ADOPT", "1", 1);
-	int s = vt_run_scenario(name);
-	unsetenv("VRANGE_TRAP");
-	unsetenv("VT_ADOPT");
-	return s;
-}
-
-static bool skipped(int s, const char *trap)
-{
-	if (s != -1 && WIFEXITED(s) && WEXITSTATUS(s) == 77) {
-		print_message("[  SKIP    ] VRANGE_TRAP=%s not supported here\n", trap);
-		return true;
-	}
-	return false;
-}
-
+/* every scenario with both backends, on a VR_REGION_ANON region and on an
+ * adopted span (VT_ADOPT) */
 static void expect_ok(const char *name)
 {
 	for (size_t i = 0; i < 2; i++)
 		for (int adopt = 0; adopt < 2; adopt++) {
-			int s = run(name, traps[i], adopt);
-			if (!skipped(s, traps[i]))
+			int s = vt_run_scenario_trap(name, traps[i], adopt ? "VT_ADOPT" : NULL);
+			if (s != -77)
 				vt_assert_exit_ok(s);
 		}
 }
@@ -799,8 +781,9 @@ static void test_fault_sigbus(void **state)
 	expect_ok("sigbus");
 	for (size_t i = 0; i < 2; i++)
 		for (int adopt = 0; adopt < 2; adopt++) {
-			int s = run("sigbus-default", traps[i], adopt);
-			if (!skipped(s, traps[i]))
+			int s = vt_run_scenario_trap("sigbus-default", traps[i],
+						     adopt ? "VT_ADOPT" : NULL);
+			if (s != -77)
 				vt_assert_killed_by(s, SIGBUS);
 		}
 }

@@ -244,6 +244,26 @@ static inline int vt_run_scenario(const char *name)
 	return st;
 }
 
+/* raw wait status of the scenario with VRANGE_TRAP=trap and, if given,
+ * the variable var set to 1; exit 77 (the scenario's "not supported
+ * here") is reported on stdout and returned as -77 */
+static inline int vt_run_scenario_trap(const char *name, const char *trap, const char *var)
+{
+	setenv("VRANGE_TRAP", trap, 1);
+	if (var)
+		setenv(var, "1", 1);
+	int st = vt_run_scenario(name);
+	unsetenv("VRANGE_TRAP");
+	if (var)
+		unsetenv(var);
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		printf("[  SKIP    ] scenario %s with VRANGE_TRAP=%s: not supported here\n", name,
+		       trap);
+		return -77;
+	}
+	return st;
+}
+
 #define vt_assert_exit_ok(st)                                                                      \
 	do {                                                                                       \
 		int vt_st_ = (st);                                                                 \
