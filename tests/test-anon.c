@@ -130,6 +130,14 @@ static void maps_line(const void *addr, char *buf, size_t n)
 	fclose(f);
 }
 
+/* [p, p + len) is not mapped at all (mincore fails with ENOMEM) */
+static bool unmapped(const void *p, size_t len)
+{
+	unsigned char v[64];
+	assert_true(len / P <= sizeof(v));
+	return mincore((void *)p, len, v) < 0 && errno == ENOMEM;
+}
+
 static uint64_t st(struct vr_ctx *c, enum vr_stat w)
 {
 	return vr_ctx_stat(c, w);
@@ -164,7 +172,30 @@ static void test_new_anon_basics(void **state)
 	maps_line(b, line, sizeof(line));
 	assert_null(strstr(line, "vt-anon")); /* unmapped (or reused) */
 	assert_int_equal(st(c, VR_STAT_REGIONS), 0);
-	vr_ctx_destroy(c);
+	/* S15: nothing is left mapped, whether destroyed one by one or with
+	 * the ctx, purged or not (checked at once: nothing else maps there
+	 * in between in this single thread) */
+	for (int round = 0; round < 2; round++) {
+		struct vr_region *rs[8];
+		void *bases[8];
+		for (int i = 0; i < 8; i++) {
+			rs[i] = new_anon(c, (size_t)(i + 3) * P);
+			bases[i] = vr_region_base(rs[i]);
+			memset(bases[i], 1, (size_t)(i + 3) * P);
+			assert_int_equal(vr_mark(rs[i], P, P), VR_INTACT);
+		}
+		assert_int_equal(vr_ctx_purge(c, SIZE_MAX), 8 * P);
+		for (int i = 0; i < 8 && round == 0; i++) {
+			vr_region_destroy(rs[i]);
+			assert_true(unmapped(bases[i], (size_t)(i + 3) * P));
+		}
+		if (round == 1) {
+			vr_ctx_destroy(c);
+			for (int i = 0; i < 8; i++)
+				assert_true(unmapped(bases[i], (size_t)(i + 3) * P));
+		}
+	}
+	assert_int_equal(vt_count_fds(), fds);
 }
 
 /* S2 for the flags: VR_REGION_ANON alone is the one valid bit here */
