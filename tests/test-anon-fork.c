@@ -15,6 +15,10 @@
  */
 #include "tests.h"
 
+/* internals: the kind's footprint (tests link the internal library) */
+#include "kind.h"
+#include "private.h"
+
 #include <stdbool.h>
 
 #define SC_TIMEOUT 30
@@ -210,8 +214,12 @@ static void sc_adopted_purged_after(void)
 		_exit(0);
 	}
 	CK_EQ(present_pages(m, len), len / P);
+	CK_EQ(r->kind->footprint(r), len);
 	CK_EQ(vr_ctx_purge(c, SIZE_MAX), len);
+	/* counted as reclaimed, and gone from this process's footprint,
+	 * although the child still holds every page */
 	CK_EQ(vr_ctx_stat(c, VR_STAT_RECLAIMED_BYTES), len);
+	CK_EQ(r->kind->footprint(r), 0);
 	CK_EQ(present_pages(m, len), 0);
 	CK(!readable(m, len));
 	CK_EQ(write(go[1], "g", 1), 1);
