@@ -82,17 +82,9 @@ static bool readable(const void *p, size_t n)
 
 static size_t present_pages(const void *p, size_t len)
 {
-	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	CK(fd >= 0);
-	size_t n = 0;
-	for (size_t off = 0; off < len; off += P) {
-		uint64_t e = 0;
-		CK_EQ(pread(fd, &e, sizeof(e), (off_t)(((uintptr_t)p + off) / P * sizeof(e))),
-		      sizeof(e));
-		n += (e >> 63) & 1;
-	}
-	close(fd);
-	return n;
+	long n = vt_pages_present(p, len);
+	CK(n >= 0);
+	return (size_t)n;
 }
 
 /* flags 0: with the monitor thread running (it may purge under pressure,

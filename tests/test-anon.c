@@ -61,21 +61,11 @@ static void *map_anon(size_t len)
 	return p;
 }
 
-/* pages of [p, p + len) present in this process's page tables
- * (/proc/self/pagemap bit 63; a guard marker or a freed page is not) */
 static size_t present_pages(const void *p, size_t len)
 {
-	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	size_t n = 0;
-	for (size_t off = 0; off < len; off += P) {
-		uint64_t e = 0;
-		off_t at = (off_t)(((uintptr_t)p + off) / P * sizeof(e));
-		assert_int_equal(pread(fd, &e, sizeof(e), at), (ssize_t)sizeof(e));
-		n += (e >> 63) & 1;
-	}
-	close(fd);
-	return n;
+	long n = vt_pages_present(p, len);
+	assert_true(n >= 0);
+	return (size_t)n;
 }
 
 /* pages of [p, p + len) resident per mincore(2) */

@@ -287,19 +287,6 @@ static bool readable(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* the page at p is in this process's page tables (/proc/self/pagemap) */
-static bool present(const uint8_t *p)
-{
-	static int fd = -1;
-	if (fd < 0)
-		fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	uint64_t e = 0;
-	assert_int_equal(pread(fd, &e, sizeof(e), (off_t)((uintptr_t)p / P * sizeof(e))),
-			 (ssize_t)sizeof(e));
-	return (e >> 63) & 1;
-}
-
 static void check_bytes(int k, size_t a, size_t b, const char *what)
 {
 	struct mreg *R = &M.reg[k];
@@ -341,7 +328,7 @@ static void check_content(void)
 					   k, p);
 				else
 					MM(!readable(R->base + p * P, P) &&
-						   !present(R->base + p * P),
+						   vt_pages_present(R->base + p * P, P) == 0,
 					   "region %d page %zu is discarded in the model but is "
 					   "readable or present",
 					   k, p);
