@@ -588,6 +588,7 @@ enum vr_trap {
 	VR_TRAP_NONE = 0,     /* not chosen yet (no ctx created)          */
 	VR_TRAP_GUARD = 1,    /* madvise(MADV_GUARD_INSTALL/REMOVE)       */
 	VR_TRAP_MPROTECT = 2, /* mprotect(PROT_NONE / PROT_READ|WRITE)    */
+	VR_TRAP_UFFD = 3,     /* userfaultfd, missing mode + SIGBUS (0.2) */
 };
 
 /**

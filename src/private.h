@@ -137,6 +137,7 @@ struct vr_region {
 	 * PROT_EXEC for an adopted span that had it) */
 	const struct vr_kind_ops *kind;
 	int prot;
+	int trap_fd;            /* immutable after attach: the uffd backend's userfaultfd */
 } __attribute__((aligned(64))); /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
@@ -226,6 +227,12 @@ void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
 int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_current(void);
+/* trap-uffd.c: the userfaultfd backend's entries */
+bool vr_uffd_probe(void);
+int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_uffd_attach(struct vr_region *r) _nonnull_();
+void vr_uffd_detach(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
 /* 0, -ENOMEM, -EBUSY when a live region maps the same file (S33), or

@@ -101,6 +101,13 @@ static inline int vt_count_fds(void)
 	return vt_count_dir("/proc/self/fd") - 1;
 }
 
+/* fds a memfd region holds: its memfd, plus its userfaultfd under the
+ * uffd trap backend (valid once a ctx exists) */
+static inline int vt_region_fds(void)
+{
+	return vr_trap_backend() == VR_TRAP_UFFD ? 2 : 1;
+}
+
 static inline int vt_count_threads(void)
 {
 	return vt_count_dir("/proc/self/task");
