@@ -72,7 +72,7 @@ struct fault_tls {
 };
 static __thread struct fault_tls ftls __attribute__((tls_model("initial-exec")));
 /* this thread is sending itself the library's SIGBUS (deliver_sigbus) */
-static __thread bool ftls_delivering __attribute__((tls_model("initial-exec")));
+static __thread volatile bool ftls_delivering __attribute__((tls_model("initial-exec")));
 
 /* ---- async-signal-safe formatting for VRANGE_DEBUG ---- */
 static char *put_str(char *p, const char *s)

@@ -659,13 +659,11 @@ static struct vr_ctx *sc_ctx(void)
 	struct vr_ctx *c = NULL;
 	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
 	const char *t = getenv("VRANGE_TRAP");
-	if (rc == -EOPNOTSUPP && t && strcmp(t, "guard") == 0)
+	if (rc == -EOPNOTSUPP && vt_trap_optional(t))
 		_exit(77);
 	CK_EQ(rc, 0);
-	if (t && strcmp(t, "mprotect") == 0)
-		CK_EQ(vr_trap_backend(), VR_TRAP_MPROTECT);
-	if (t && strcmp(t, "guard") == 0)
-		CK_EQ(vr_trap_backend(), VR_TRAP_GUARD);
+	if (t)
+		CK_EQ(vr_trap_backend(), vt_trap_id(t));
 	return c;
 }
 
@@ -779,7 +777,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "sigbus-default", sc_sigbus_default },
 };
 
-static const char *const traps[] = { "guard", "mprotect" };
+static const char *const traps[] = { "guard", "mprotect", "uffd" };
 
 /* every scenario with both backends, on a VR_REGION_ANON region and on an
  * adopted span (VT_ADOPT) */

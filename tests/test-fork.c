@@ -772,7 +772,8 @@ static void sc_child_destroy_threads(void)
 			for (int i = 0; i < NINH / 2; i++)
 				vr_region_destroy(inh[i]);
 			pthread_join(t, NULL);
-			CK_EQ(vt_count_fds(), fds - NINH * vt_region_fds()); /* every inherited fd closed once */
+			CK_EQ(vt_count_fds(),
+			      fds - NINH * vt_region_fds()); /* every inherited fd closed once */
 			vr_ctx_destroy(c);
 			_exit(0);
 		}
