@@ -262,7 +262,7 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 
 	/* S10: the limit, enforced outside the region lock */
 	struct vr_ctx *c = r->ctx;
-	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	size_t limit = vr_ctx_effective_limit(c);
 	if (limit && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
 		vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (rc == VR_INTACT) {
