@@ -15,12 +15,14 @@
  *
  *   VT_LIMIT_RUNS=N   runs with the defaults (default 3; 20 in development)
  *
- * A last run sets VRANGE_MEMORY_LIMIT=128m under the same 256 MiB cgroup:
+ * Then a run sets VRANGE_MEMORY_LIMIT=128m under the same 256 MiB cgroup:
  * the override must be the limit watched, and the cgroup's peak usage
- * must stay under it.
+ * must stay under it.  A last run grows ordinary memory past the budget
+ * (spike_main): the threshold purge must save it and stop at its target.
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include <vrange.h>
@@ -31,6 +33,9 @@
 #define TOTAL (1ull << 30)
 #define OBJ (64u << 10)
 #define REREADS 8192
+/* objects one page apart: adjacent volatile ranges would coalesce into one
+ * (S3), and a purge takes a whole range */
+#define STRIDE (OBJ + 4096u)
 
 static struct vt_cg cg;
 static volatile pid_t child = -1;
@@ -79,7 +84,7 @@ static int child_main(uint64_t expect_limit)
 		return 6;
 	struct vr_ctx *c;
 	struct vr_region *r;
-	if (vr_ctx_new(0, &c) < 0 || vr_region_new(c, "vt-limit", TOTAL, 0, &r) < 0)
+	if (vr_ctx_new(0, &c) < 0 || vr_region_new(c, "vt-limit", TOTAL / OBJ * STRIDE, 0, &r) < 0)
 		return 5;
 	if (vr_ctx_memory_limit(c) != expect_limit ||
 	    !(vr_ctx_monitor_sources(c) & (1u << VR_MONITOR_LIMIT))) {
@@ -93,16 +98,16 @@ static int child_main(uint64_t expect_limit)
 	if (!gen)
 		return 5;
 	for (size_t i = 0; i < n; i++) {
-		fill((uint64_t *)(base + i * OBJ), i, 0);
-		if (vr_mark(r, i * OBJ, OBJ) < 0)
+		fill((uint64_t *)(base + i * STRIDE), i, 0);
+		if (vr_mark(r, i * STRIDE, OBJ) < 0)
 			return 5;
 	}
 	uint64_t rng = 0x9e3779b97f4a7c15ull, hits = 0;
 	for (int k = 0; k < REREADS; k++) {
 		rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 		size_t i = rng % n;
-		uint64_t *p = (uint64_t *)(base + i * OBJ);
-		int rc = vr_unmark(r, i * OBJ, OBJ);
+		uint64_t *p = (uint64_t *)(base + i * STRIDE);
+		int rc = vr_unmark(r, i * STRIDE, OBJ);
 		if (rc < 0)
 			return 5;
 		if (rc == VR_INTACT) {
@@ -112,7 +117,7 @@ static int child_main(uint64_t expect_limit)
 		} else {
 			fill(p, i, ++gen[i]);
 		}
-		if (vr_mark(r, i * OBJ, OBJ) < 0)
+		if (vr_mark(r, i * STRIDE, OBJ) < 0)
 			return 5;
 	}
 	printf("    hits %.3f, limit events %" PRIu64 ", limit purges %" PRIu64 ", purges %" PRIu64
@@ -123,6 +128,70 @@ static int child_main(uint64_t expect_limit)
 	fflush(stdout);
 	vr_ctx_destroy(c);
 	free(gen);
+	return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* the threshold path: 200 MiB volatile (under the budget), then 64 MiB of
+ * ordinary memory at ~1 GiB/s: only a threshold purge saves the process,
+ * and it must stop at the target (3/4 of the limit), not below: exit 7
+ * if it did not fire, 8 if usage ended below the target or over the
+ * threshold */
+static int spike_main(void)
+{
+	if (vt_cg_enter(&cg) < 0)
+		return 6;
+	struct vr_ctx *c;
+	struct vr_region *r;
+	size_t n = (200u << 20) / OBJ;
+	if (vr_ctx_new(0, &c) < 0 || vr_region_new(c, "vt-spike", n * STRIDE, 0, &r) < 0)
+		return 5;
+	uint8_t *base = vr_region_base(r);
+	for (size_t i = 0; i < n; i++) {
+		fill((uint64_t *)(base + i * STRIDE), i, 0);
+		if (vr_mark(r, i * STRIDE, OBJ) < 0)
+			return 5;
+	}
+	size_t spike = 64u << 20;
+	uint8_t *p = mmap(NULL, spike, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 5;
+	for (size_t off = 0; off < spike; off += 1u << 20) {
+		memset(p + off, 0x5a, 1u << 20);
+		sleep_ms(1);
+	}
+	for (int i = 0; i < 5000 && !vr_ctx_stat(c, VR_STAT_LIMIT_EVENTS); i++)
+		sleep_ms(1);
+	sleep_ms(100); /* let a purge in flight finish */
+	uint64_t usage = vt_cg_read(cg.dir, cg.v2 ? "memory.current" : "memory.usage_in_bytes");
+	uint64_t target = LIMIT / 4 * 3, threshold = LIMIT - LIMIT / 32;
+	printf("    spike: limit events %" PRIu64 ", limit purges %" PRIu64
+	       ", usage after %.1f MiB (target %.0f), first byte %.2f ms after the crossing\n",
+	       vr_ctx_stat(c, VR_STAT_LIMIT_EVENTS), vr_ctx_stat(c, VR_STAT_LIMIT_PURGES),
+	       usage / 1048576.0, target / 1048576.0,
+	       vr_ctx_stat(c, VR_STAT_LIMIT_LATENCY_NS) / 1e6);
+	fflush(stdout);
+	if (!vr_ctx_stat(c, VR_STAT_LIMIT_EVENTS) || !vr_ctx_stat(c, VR_STAT_LIMIT_PURGES))
+		return 7;
+	/* one object of overshoot at most, plus what the monitor thread and
+	 * the kernel allocated meanwhile */
+	if (usage + 2 * OBJ < target || usage >= threshold)
+		return 8;
+	/* what was not purged still holds its data */
+	for (size_t i = 0; i < n; i++) {
+		int rc = vr_unmark(r, i * STRIDE, OBJ);
+		if (rc < 0)
+			return 5;
+		if (rc == VR_INTACT && !intact((uint64_t *)(base + i * STRIDE), i, 0))
+			return 3;
+	}
+	vr_ctx_destroy(c);
 	return 0;
 }
 
@@ -147,7 +216,7 @@ static int run(int no, const char *override, uint64_t expect_limit)
 		else
 			unsetenv("VRANGE_MEMORY_LIMIT");
 		unsetenv("VRANGE_MONITOR");
-		_exit(child_main(expect_limit));
+		_exit(expect_limit ? child_main(expect_limit) : spike_main());
 	}
 	child = pid;
 	int st;
@@ -163,11 +232,12 @@ static int run(int no, const char *override, uint64_t expect_limit)
 	if (vt_cg_remove(&cg) < 0)
 		printf("    warning: cgroup not removed\n");
 	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-	printf("run %2d%s: %s (%s %d), peak %.1f MiB of %.0f, limit hits %" PRIu64
+	printf("run %2d%s%s: %s (%s %d), peak %.1f MiB of %.0f, limit hits %" PRIu64
 	       ", oom kills %" PRIu64 "\n",
-	       no, override ? " (VRANGE_MEMORY_LIMIT)" : "", ok ? "survived" : "FAILED",
-	       WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-	       peak / 1048576.0, LIMIT / 1048576.0, fail, ooms);
+	       no, override ? " (VRANGE_MEMORY_LIMIT)" : "", expect_limit ? "" : " (spike)",
+	       ok ? "survived" : "FAILED", WIFEXITED(st) ? "exit" : "signal",
+	       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), peak / 1048576.0, LIMIT / 1048576.0,
+	       fail, ooms);
 	if (ok && override && peak >= expect_limit) {
 		printf("    peak usage above the VRANGE_MEMORY_LIMIT override\n");
 		ok = false;
@@ -193,9 +263,12 @@ int main(void)
 		survived += rc == 0;
 	}
 	int orc = run(runs, "128m", 128ull << 20);
-	if (orc == 77)
+	int src = run(runs + 1, NULL, 0);
+	if (orc == 77 || src == 77)
 		return 77;
-	printf("survived %d/%d with the defaults at %llu MiB, %llu MiB written; override run %s\n",
-	       survived, runs, LIMIT >> 20, TOTAL >> 20, orc == 0 ? "ok" : "FAILED");
-	return survived == runs && orc == 0 ? 0 : 1;
+	printf("survived %d/%d with the defaults at %llu MiB, %llu MiB written; override run %s; "
+	       "spike run %s\n",
+	       survived, runs, LIMIT >> 20, TOTAL >> 20, orc == 0 ? "ok" : "FAILED",
+	       src == 0 ? "ok" : "FAILED");
+	return survived == runs && orc == 0 && src == 0 ? 0 : 1;
 }
