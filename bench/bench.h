@@ -141,5 +141,6 @@ int run_purge(void);
 int run_fault(void);
 int run_memory(void);
 int run_cache(const char *style);
+int run_limit(const char *style);
 
 #endif
