@@ -112,15 +112,15 @@ static char *put_backtrace(char *p, char *end, ucontext_t *uc)
 	return p;
 }
 
-/* one line on stderr before a SIGBUS is delivered (VRANGE_DEBUG=1) */
-static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len,
-		       ucontext_t *uc)
+/* one line on stderr before a SIGBUS is delivered (VRANGE_DEBUG=1); takes
+ * values, not the region: a fault handler may have destroyed it */
+static void log_sigbus(uintptr_t region, uint64_t off, uint64_t start, uint64_t len, ucontext_t *uc)
 {
 	char buf[1024], *p = buf;
 	p = put_str(p, "vrange: SIGBUS on discarded page: region ");
-	p = put_hex(p, (uintptr_t)r);
+	p = put_hex(p, region);
 	p = put_str(p, " offset ");
-	p = put_hex(p, (uint64_t)((uint8_t *)addr - r->base));
+	p = put_hex(p, off);
 	p = put_str(p, " range ");
 	p = put_hex(p, start);
 	p = put_str(p, "+");
@@ -263,60 +263,69 @@ static void lookup(struct vr_region *r, uint64_t off, struct lookup *lk)
 		if (ok && atomic_load_explicit(&r->seq, memory_order_relaxed) == s1)
 			return;
 	}
-	struct vr_region *held = vr_tls_held;
-	pthread_mutex_lock(&r->lock);
-	vr_tls_held = r;
+	vr_lock(&r->lock, VR_RANK_REGION);
 	lookup_once(r, off, lk); /* nobody writes: one walk is exact */
-	vr_tls_held = held;
-	pthread_mutex_unlock(&r->lock);
+	vr_unlock(&r->lock);
 }
 
 static void segv_handler(int sig, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
 	ucontext_t *uc = ucv;
-	struct vr_region *held = vr_tls_held;
 	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
 	if (!r) {
 		forward(sig, si, ucv);
 		goto out;
 	}
 	void *addr = si->si_addr;
-	if (held == r) {
-		/* an async handler touched the region its thread is changing */
+	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
+	struct vr_ctx *c = r->ctx;
+	vr_held_enter_signal();
+	if (vr_held(&r->lock)) {
+		/* an asynchronous signal handler touched a trapped page of the
+		 * region its own thread is changing: waiting would deadlock */
+		atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
 		deliver_sigbus(addr, uc);
-		goto out;
+		goto leave;
 	}
 
+	/* the handler read by the lookup is called inside a callback
+	 * section, so that replacing it waits for this call (callback.c) */
+	unsigned long cb = vr_cb_enter();
 	struct lookup lk;
-	lookup(r, (uint64_t)((uint8_t *)addr - r->base), &lk);
-	bool claimed = lk.claimed;
-	uint64_t start = lk.start, len = lk.len, gen = lk.gen;
-	vr_fault_fn fn = lk.fn;
-	void *arg = lk.arg;
-
-	bool same = ftls.addr == addr && ftls.gen == gen;
-	if (!claimed) {
+	lookup(r, off, &lk);
+	/* trap generations are unique in the process (vr_trap_seq): a
+	 * region created at a reused address never matches an old one */
+	bool same = ftls.addr == addr && ftls.gen == lk.gen;
+	if (!lk.claimed) {
+		vr_cb_leave(cb);
 		if (same) {
 			/* faulted again with nothing changed: not ours */
 			ftls.addr = NULL;
+			vr_held_leave_signal();
 			forward(sig, si, ucv);
 			goto out;
 		}
-		ftls = (struct fault_tls){ addr, gen, 0 };
-		goto out; /* re-run the access */
+		ftls = (struct fault_tls){ addr, lk.gen, 0 };
+		goto leave; /* re-run the access */
 	}
-	atomic_fetch_add_explicit(&r->ctx->faults, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
 	ftls.count = same ? ftls.count + 1 : 1;
 	ftls.addr = addr;
-	ftls.gen = gen;
-	if (fn && ftls.count <= MAX_REFAULTS &&
-	    fn(r, (size_t)start, (size_t)len, addr, arg) == VR_FAULT_RETRY)
-		goto out;
+	ftls.gen = lk.gen;
+	/* from here on r may be freed by the handler: only values are used */
+	if (lk.fn && ftls.count <= MAX_REFAULTS &&
+	    lk.fn(r, (size_t)lk.start, (size_t)lk.len, addr, lk.arg) == VR_FAULT_RETRY) {
+		vr_cb_leave(cb);
+		goto leave;
+	}
+	vr_cb_leave(cb);
 	ftls.addr = NULL;
 	if (vr_debug_stderr())
-		log_sigbus(r, addr, start, len, uc);
+		log_sigbus((uintptr_t)r, off, lk.start, lk.len, uc);
 	deliver_sigbus(addr, uc);
+leave:
+	vr_held_leave_signal();
 out:
 	errno = saved_errno;
 }
@@ -326,7 +335,7 @@ int vr_fault_install(void)
 	int err = 0;
 	if (atomic_load(&installed))
 		return 0;
-	pthread_mutex_lock(&vr_global_lock);
+	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 	if (!atomic_load(&installed)) {
 		struct sigaction sa, cur;
 		memset(&sa, 0, sizeof(sa));
@@ -334,14 +343,22 @@ int vr_fault_install(void)
 		/* SA_RESTART only matters for signals that interrupt a system
 		 * call, i.e. the kill()-sent ones we forward: keep the previous
 		 * handler's choice so it sees EINTR exactly as before */
-		sigaction(SIGSEGV, NULL, &cur);
-		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
-		sigemptyset(&sa.sa_mask);
-		if (sigaction(SIGSEGV, &sa, &prev) < 0)
+		/* query first, then install: sigaction(sig, &new, &old) fills
+		 * old only after new is live, and a foreign SIGSEGV in another
+		 * thread in that window would find prev empty */
+		if (sigaction(SIGSEGV, NULL, &cur) < 0) {
 			err = -errno;
-		else
-			atomic_store(&installed, true);
+		} else {
+			prev = cur;
+			sa.sa_flags =
+				SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
+			sigemptyset(&sa.sa_mask);
+			if (sigaction(SIGSEGV, &sa, NULL) < 0)
+				err = -errno;
+			else
+				atomic_store(&installed, true);
+		}
 	}
-	pthread_mutex_unlock(&vr_global_lock);
+	vr_unlock(&vr_global_lock);
 	return err;
 }

@@ -20,7 +20,7 @@ static _Atomic unsigned long fi_count;
 
 void vr_fi_init(void)
 {
-	const char *e = getenv("VRANGE_FAULT_INJECT");
+	const char *e = secure_getenv("VRANGE_FAULT_INJECT");
 	char name[16];
 	unsigned long n = 0;
 	int err = 0;

@@ -47,8 +47,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vrange.h"
+#include "lock.h"
 #include "macro.h"
 #include "range-map.h"
 
@@ -66,12 +68,21 @@ struct vr_shard {
 	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
 } __attribute__((aligned(64)));
 
+/* one entry of the purge engine's heap of regions (purge.c) */
+struct vr_cand {
+	uint64_t age;
+	struct vr_region *r;
+};
+
 struct vr_ctx {
 	pthread_mutex_t purge_lock;
 	pthread_mutex_t lock;
 	struct vr_region *regions; /* protected by lock; doubly linked */
 	size_t nregions;           /* protected by lock */
 	uint64_t purge_gen;        /* protected by purge_lock */
+	struct vr_cand *heap;      /* protected by purge_lock: room for every region */
+	size_t heap_cap;           /* protected by purge_lock */
+	_Atomic bool limit_stuck;  /* the last purge could not reach its goal */
 	unsigned fork_gen;         /* vr_fork_gen at creation; immutable */
 	unsigned flags;            /* immutable */
 
@@ -119,10 +130,14 @@ struct vr_region {
 	int fd;                        /* immutable */
 	unsigned fork_gen;             /* immutable */
 	_Atomic uint64_t oldest_age;   /* LRU head's age or UINT64_MAX (hint) */
-	_Atomic uint64_t trap_gen;     /* bumped by every arm/disarm in the region */
+	_Atomic uint64_t trap_gen;     /* new unique value at every arm/disarm in the
+					  region (vr_trap_gen_bump) */
 	_Atomic unsigned seq;          /* seqlock for the fault path: odd while locked */
 	struct vr_shard *shard;        /* immutable: where this region's gauges go */
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
+	bool lru_added;                /* protected by lock: a range joined the LRU */
+	dev_t dev;                     /* immutable: the memfd's st_dev ... */
+	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
 					region's share of the gauges */
 } __attribute__((aligned(64))); /* regions used by different threads share no line */
@@ -152,7 +167,6 @@ static inline bool vr_inherited_region(const struct vr_region *r)
 extern pthread_mutex_t vr_global_lock;
 
 /* ---- region.c ---- */
-extern __thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
 void vr_region_lock(struct vr_region *r) _nonnull_();
 void vr_region_unlock(struct vr_region *r) _nonnull_();
 void vr_region_publish_oldest(struct vr_region *r) _nonnull_(); /* lock held */
@@ -166,12 +180,18 @@ void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 /* discard [p0, p1) (page aligned) now: arm + punch; 0 or -errno, undone on error */
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
+void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
 
 enum vr_purge_goal {
 	VR_PURGE_BYTES,    /* reclaim at least n bytes */
 	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
 };
+/* purges in S8 order; bytes reclaimed, or -EDEADLK when called from a
+ * signal handler that interrupted this ctx's purge in the same thread.
+ * Never allocates. */
 ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
+/* room in the purge heap for n regions; called with purge_lock held */
+int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 
 /* ---- trap.c: backends ---- */
 int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
@@ -180,12 +200,21 @@ int vr_trap_disarm(void *addr, size_t len);
 int vr_trap_current(void);
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
+/* 0, -ENOMEM, or -EBUSY when a live region maps the same file (S33) */
 int vr_registry_add(struct vr_region *r) _nonnull_();
 void vr_registry_remove(struct vr_region *r) _nonnull_();
 struct vr_region *vr_registry_lookup(const void *addr); /* async-signal-safe */
 void vr_registry_atfork_prepare(void);
 void vr_registry_atfork_parent(void);
 void vr_registry_atfork_child(void);
+
+/* ---- callback.c: waiting for application callbacks in flight ---- */
+unsigned long vr_cb_enter(void); /* async-signal-safe */
+void vr_cb_leave(unsigned long e);
+/* returns once no callback section entered before the call is running;
+ * returns at once when called from inside a callback */
+void vr_cb_synchronize(void);
+void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
@@ -206,6 +235,9 @@ static inline bool vr_debug_stderr(void)
 	return atomic_load_explicit(&vr_debug, memory_order_relaxed) & 1;
 }
 void vr_log_init(void);
+void vr_log_atfork_prepare(void);
+void vr_log_atfork_parent(void);
+void vr_log_atfork_child(void);
 void vr_log(const char *fmt, ...) _printf_(1, 2);
 #define vr_dbg(...)                                                                                \
 	do {                                                                                       \

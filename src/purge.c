@@ -29,9 +29,20 @@
 #include "inject.h"
 #include "private.h"
 
+/* trap generations come from one process-wide sequence, so that a value
+ * is never seen twice, even in a region created at a reused address (the
+ * fault path's re-fault bound compares them) */
+static _Atomic uint64_t trap_seq;
+
+void vr_trap_gen_bump(struct vr_region *r)
+{
+	uint64_t g = atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
+	atomic_store_explicit(&r->trap_gen, g, memory_order_relaxed);
+}
+
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
+	vr_trap_gen_bump(r);
 	int err = vr_trap_arm(r->base + p0, p1 - p0);
 	if (err < 0)
 		return err;
@@ -46,7 +57,7 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
+	vr_trap_gen_bump(r);
 	return vr_trap_disarm(r->base + p0, p1 - p0);
 }
 
@@ -80,12 +91,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	return (int64_t)(p1 - p0);
 }
 
-struct cand {
-	uint64_t age;
-	struct vr_region *r;
-};
-
-static void sift_down(struct cand *h, size_t n, size_t i)
+static void sift_down(struct vr_cand *h, size_t n, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
@@ -95,7 +101,7 @@ static void sift_down(struct cand *h, size_t n, size_t i)
 			m = l + 1;
 		if (m == i)
 			return;
-		struct cand t = h[i];
+		struct vr_cand t = h[i];
 		h[i] = h[m];
 		h[m] = t;
 		i = m;
@@ -119,39 +125,50 @@ static struct vr_range *cursor(struct vr_region *r, uint64_t gen)
 	return r->map.cursor;
 }
 
+int vr_purge_reserve(struct vr_ctx *c, size_t n)
+{
+	if (c->heap_cap >= n)
+		return 0;
+	size_t cap = c->heap_cap ? c->heap_cap * 2 : 32;
+	if (cap < n)
+		cap = n;
+	struct vr_cand *h = vr_malloc(cap * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	free(c->heap);
+	c->heap = h;
+	c->heap_cap = cap;
+	return 0;
+}
+
 ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 {
 	uint64_t reclaimed = 0;
-	pthread_mutex_lock(&c->purge_lock);
+	/* a signal handler that interrupted a purge of this ctx in its own
+	 * thread would wait for itself */
+	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
+		return -EDEADLK;
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
 	if (goal_met(c, goal, n, 0)) {
-		pthread_mutex_unlock(&c->purge_lock);
+		vr_unlock(&c->purge_lock);
 		return 0;
 	}
 	uint64_t gen = ++c->purge_gen;
 
-	/* regions cannot go away while purge_lock is held */
-	pthread_mutex_lock(&c->lock);
-	/* only regions with something purgeable enter the heap; up to 32 of
-	 * them fit on the stack, so a limit check that finds nothing to purge
-	 * (or little) allocates nothing */
-	struct cand local[32], *h = local;
-	size_t nh = 0, cap = 0;
-	for (struct vr_region *r = c->regions; r; r = r->next)
-		cap += atomic_load_explicit(&r->oldest_age, memory_order_relaxed) != UINT64_MAX;
-	if (cap > VR_ARRAY_SIZE(local)) {
-		h = vr_malloc(cap * sizeof(*h));
-		if (!h) {
-			pthread_mutex_unlock(&c->lock);
-			pthread_mutex_unlock(&c->purge_lock);
-			return -ENOMEM;
-		}
-	}
-	for (struct vr_region *r = c->regions; r && nh < cap; r = r->next) {
+	/* regions cannot go away while purge_lock is held.  The heap has room
+	 * for every region (vr_purge_reserve at region creation), so a purge
+	 * never allocates: it must work when memory is short.  Regions whose
+	 * lock this thread holds (a purge from a signal handler) are left
+	 * out. */
+	vr_lock(&c->lock, VR_RANK_CTX);
+	struct vr_cand *h = c->heap;
+	size_t nh = 0;
+	for (struct vr_region *r = c->regions; r && nh < c->heap_cap; r = r->next) {
 		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
-		if (age != UINT64_MAX)
-			h[nh++] = (struct cand){ age, r };
+		if (age != UINT64_MAX && !vr_held(&r->lock))
+			h[nh++] = (struct vr_cand){ age, r };
 	}
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 	for (size_t i = nh / 2; i-- > 0;)
 		sift_down(h, nh, i);
 
@@ -188,8 +205,11 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			h[0] = h[--nh];
 		sift_down(h, nh, 0);
 	}
-	if (h != local)
-		free(h);
-	pthread_mutex_unlock(&c->purge_lock);
+	/* nothing purgeable is left (the loop ran dry): remember it, so that
+	 * limit checks of marks that add nothing purgeable skip the walk over
+	 * every region (vr_mark clears it when it adds a purgeable range) */
+	if (nh == 0)
+		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
+	vr_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }

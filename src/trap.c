@@ -77,7 +77,7 @@ int vr_trap_init(void)
 	if (vr_trap_current() != VR_TRAP_NONE)
 		return 0;
 	int b = VR_TRAP_MPROTECT;
-	const char *env = getenv("VRANGE_TRAP");
+	const char *env = secure_getenv("VRANGE_TRAP");
 	if (env && strcmp(env, "mprotect") == 0)
 		b = VR_TRAP_MPROTECT;
 	else if (env && strcmp(env, "guard") == 0)
