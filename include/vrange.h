@@ -25,7 +25,7 @@
  *   - Calls on different regions do not serialize on a shared lock in the
  *     intact case; calls on one region serialize on that region's lock.
  *   - The purge engine (vr_ctx_purge, vr_ctx_set_limit, pressure, the
- *     monitor thread and the S10 limit check in vr_mark) runs one purge per
+ *     monitor thread and the S10/S34 limit check in vr_mark) runs one purge per
  *     ctx at a time and holds one region lock at a time, for one range.
  *   - vr_region_destroy / vr_ctx_destroy must not race with other calls on
  *     the same handle, nor with accesses to the region's memory.
@@ -399,7 +399,9 @@ struct vr_region *vr_region_of(const void *addr);
  * then absorbs adjacent ranges of the same purged state.  If the result is
  * purged, its whole pages are discarded at once.  A mark wholly inside one
  * existing range changes nothing.  The ctx byte limit is enforced before
- * returning.
+ * returning: the smaller of vr_ctx_set_limit() and, since 0.2, the budget
+ * the monitor derives from the process's memory limit (S34,
+ * vr_ctx_memory_limit()), purging the oldest ranges in this thread.
  *
  * Returns: VR_PURGED if any byte of the interval lies in a purged range
  * when the call returns, else VR_INTACT; -EINVAL for bad arguments
