@@ -43,6 +43,7 @@
 #include "monitor.h"
 
 #define MON_LIMIT_RECHECK_MS 1000 /* the limit itself is re-read this often */
+#define MON_LIMIT_STUCK_MS 50     /* over the threshold, nothing to purge */
 
 /* pid of the process whose monitor runs a limit purge, or 0; a pid that
  * is not ours was inherited across fork() and counts as free */
@@ -83,9 +84,9 @@ static void publish_budget(struct vr_monitor *m, uint64_t usage)
 	atomic_store_explicit(&c->budget, (size_t)b, memory_order_relaxed);
 }
 
-/* purges down to the target; false if another ctx of this process is at
- * it (the caller polls again soon) */
-static bool limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0)
+/* purges down to the target: the bytes reclaimed, or -1 if another ctx
+ * of this process is at it (the caller polls again soon) */
+static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0)
 {
 	uint64_t usage = *usage_io;
 	struct mon_limit *l = &m->lim;
@@ -93,20 +94,17 @@ static bool limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0)
 	pid_t me = getpid(), cur = 0;
 	if (!atomic_compare_exchange_strong(&limit_owner, &cur, me) &&
 	    (cur == me || !atomic_compare_exchange_strong(&limit_owner, &cur, me)))
-		return false;
+		return -1;
 	/* re-read: another ctx may have purged since we woke */
 	if (!read_usage(l, &usage) || !mon_limit_excess(&l->plan, usage)) {
 		atomic_store(&limit_owner, 0);
 		*usage_io = usage;
-		return true;
+		return 0;
 	}
-	atomic_fetch_add_explicit(&c->limit_events, 1, memory_order_relaxed);
 	uint64_t start = usage, before = atomic_load(&c->purges), total = 0;
 	/* the first range alone, to time the first byte purged */
 	ssize_t got = vr_purge_lru(c, VR_PURGE_BYTES, 1);
-	uint64_t lat = now_ns() - t0, old = atomic_load(&c->limit_latency_ns);
-	while (lat > old && !atomic_compare_exchange_weak(&c->limit_latency_ns, &old, lat))
-		;
+	uint64_t lat = now_ns() - t0;
 	for (int i = 0; got > 0 && i < 8; i++) {
 		total += (uint64_t)got;
 		if (!read_usage(l, &usage))
@@ -116,31 +114,45 @@ static bool limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0)
 			break;
 		got = vr_purge_lru(c, VR_PURGE_BYTES, n);
 	}
-	atomic_fetch_add_explicit(&c->limit_purges, atomic_load(&c->purges) - before,
-				  memory_order_relaxed);
 	atomic_store(&limit_owner, 0);
+	if (total) {
+		uint64_t old = atomic_load(&c->limit_latency_ns);
+		while (lat > old && !atomic_compare_exchange_weak(&c->limit_latency_ns, &old, lat))
+			;
+		atomic_fetch_add_explicit(&c->limit_events, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->limit_purges, atomic_load(&c->purges) - before,
+					  memory_order_relaxed);
+	}
 	publish_budget(m, usage);
 	*usage_io = usage;
 	vr_dbg("monitor: limit: usage %" PRIu64 " >= %" PRIu64 ": purged %" PRIu64
 	       " bytes, usage now %" PRIu64 " (target %" PRIu64 "), first byte after %" PRIu64
 	       " us",
 	       start, l->plan.threshold, total, usage, l->plan.target, lat / 1000);
-	return true;
+	return (int64_t)total;
 }
 
 /* one observation of usage: budget, purge on a crossing, next poll */
-static unsigned limit_observe(struct vr_monitor *m, uint64_t now, uint64_t act_from)
+static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
 {
 	struct mon_limit *l = &m->lim;
 	uint64_t usage, t0 = now_ns();
 	if (!read_usage(l, &usage))
 		return MON_LIMIT_MAX_MS;
 	publish_budget(m, usage);
-	if (usage >= act_from && !limit_purge(m, &usage, t0))
-		return MON_LIMIT_MIN_MS;
+	if (usage >= act_from) {
+		int64_t got = limit_purge(m, &usage, t0);
+		if (got < 0)
+			return MON_LIMIT_MIN_MS;
+		/* over the threshold with nothing purgeable (ordinary memory):
+		 * the budget already stops new volatile bytes; poll calmly */
+		if (got == 0 && usage >= l->plan.threshold) {
+			l->usage = usage;
+			return MON_LIMIT_STUCK_MS;
+		}
+	}
 	l->interval = mon_limit_interval(&l->plan, usage, l->usage, l->interval);
 	l->usage = usage;
-	(void)now;
 	return l->interval;
 }
 
@@ -333,7 +345,7 @@ static unsigned limit_check(struct vr_monitor *m, uint64_t now)
 {
 	if (now >= m->lim.recheck_ms)
 		limit_recheck(m, now);
-	return limit_observe(m, now, m->lim.plan.threshold);
+	return limit_observe(m, m->lim.plan.threshold);
 }
 
 static int limit_fds(struct vr_monitor *m, struct pollfd *pfd)
@@ -363,7 +375,7 @@ static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now
 	/* an event: act from the line, not the exact threshold (usage may
 	 * already be a little under it); a downward crossing after our own
 	 * purge finds usage at the target and does nothing */
-	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, now, l->plan.line);
+	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, l->plan.line);
 	return true;
 }
 
