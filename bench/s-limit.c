@@ -56,7 +56,7 @@
 struct result {
 	double hit, stall_ms, latency_ms, after_mib;
 	double event_ms; /* vr-spike: kernel threshold event -> first byte reclaimed */
-	uint64_t limit_events;
+	uint64_t limit_events, pressure_events;
 	int skip; /* 1: style unsupported here */
 };
 
@@ -183,7 +183,8 @@ static void sleep_ms(unsigned ms)
 struct watch {
 	int efd;
 	struct vr_ctx *c;
-	double ms; /* -1: no event */
+	uint64_t base; /* reclaimed bytes before the spike */
+	double ms;     /* -1: no event */
 };
 
 static void *watch_main(void *arg)
@@ -229,7 +230,10 @@ static void spike(struct cache *k, const struct vt_cg *cg, struct result *res)
 		fill(cache_get(k, i, true, &lost), i, 0);
 		cache_put(k, i);
 	}
-	struct watch w = { .efd = watch_arm(cg, LIMIT - LIMIT / 32), .c = k->c, .ms = -1 };
+	struct watch w = { .efd = watch_arm(cg, LIMIT - LIMIT / 32),
+			   .c = k->c,
+			   .base = vr_ctx_stat(k->c, VR_STAT_RECLAIMED_BYTES),
+			   .ms = -1 };
 	pthread_t th;
 	bool watching = w.efd >= 0 && pthread_create(&th, NULL, watch_main, &w) == 0;
 	uint8_t *p = map_anon(64 * MiB);
@@ -289,6 +293,7 @@ stats:
 	if (k.c) {
 		res.latency_ms = vr_ctx_stat(k.c, VR_STAT_LIMIT_LATENCY_NS) / 1e6;
 		res.limit_events = vr_ctx_stat(k.c, VR_STAT_LIMIT_EVENTS);
+		res.pressure_events = vr_ctx_stat(k.c, VR_STAT_PRESSURE_EVENTS);
 	}
 out:
 	CHECK(write(fd, &res, sizeof(res)) == sizeof(res));
@@ -304,7 +309,7 @@ int run_limit(const char *style)
 	int runs = BY_MODE(1, 3, 20), survived = 0, done = 0;
 	struct samples peak = { 0 }, hit = { 0 }, stall = { 0 }, lat = { 0 }, after = { 0 },
 		       evt = { 0 };
-	uint64_t events = 0;
+	uint64_t events = 0, pevents = 0;
 	for (int run = 0; run < runs; run++) {
 		struct vt_cg cg;
 		const char *why;
@@ -347,6 +352,7 @@ int run_limit(const char *style)
 			survived++;
 			samples_add(&hit, res.hit);
 			samples_add(&stall, res.stall_ms);
+			pevents += res.pressure_events;
 			if (res.limit_events) {
 				samples_add(&lat, res.latency_ms);
 				events += res.limit_events;
