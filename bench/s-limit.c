@@ -193,8 +193,8 @@ static void *watch_main(void *arg)
 	struct pollfd p = { .fd = w->efd, .events = POLLIN };
 	if (poll(&p, 1, 10000) <= 0)
 		return NULL;
-	uint64_t t0 = now_ns(), base = vr_ctx_stat(w->c, VR_STAT_RECLAIMED_BYTES);
-	while (vr_ctx_stat(w->c, VR_STAT_RECLAIMED_BYTES) == base &&
+	uint64_t t0 = now_ns();
+	while (vr_ctx_stat(w->c, VR_STAT_RECLAIMED_BYTES) == w->base &&
 	       now_ns() - t0 < 5000000000ull) {
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);
@@ -383,8 +383,9 @@ int run_limit(const char *style)
 		ROW("after-purge-MiB", samples_pct(&after, 50), samples_pct(&after, 0), "MiB",
 		    (long)after.n);
 	if (!strncmp(style, "vr-", 3))
-		emit_note("limit %s: %llu threshold events over %d runs (target %llu MiB)", style,
-			  (unsigned long long)events, done,
+		emit_note("limit %s: %llu threshold events, %llu pressure events (PSI) over %d "
+			  "runs (target %llu MiB)",
+			  style, (unsigned long long)events, (unsigned long long)pevents, done,
 			  (unsigned long long)(LIMIT / 4 * 3 / MiB));
 	samples_free(&peak);
 	samples_free(&hit);

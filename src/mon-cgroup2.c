@@ -217,7 +217,7 @@ static bool cg2_ready(struct vr_monitor *m, int i, short revents, uint64_t now)
 	struct mon_cg2 *g = &m->cg2;
 	bool recheck = false;
 	if (i <= CG2_TRIG1)
-		mon_psi_ready(m, &g->trig, i, revents); /* the files remain */
+		mon_psi_ready(m, &g->trig, i, revents, now); /* the files remain */
 	else if (i == CG2_INOTIFY)
 		recheck = cg2_drain_inotify(g);
 	else

@@ -20,7 +20,7 @@
 /* one trigger on its own fd: @stall_us per 1 s window, retried as
  * 2 * @stall_us per 2 s when the kernel insists on 2 s multiples (no
  * CAP_SYS_RESOURCE); fd or -errno */
-static int psi_trigger(const char *path, const char *kind, unsigned stall_us)
+static int psi_trigger(const char *path, const char *kind, unsigned stall_us, unsigned *win_ms)
 {
 	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
@@ -33,6 +33,7 @@ static int psi_trigger(const char *path, const char *kind, unsigned stall_us)
 		/* the terminating NUL too, or the kernel loses the last digit */
 		if (write(fd, buf, (size_t)n + 1) == n + 1) {
 			vr_dbg("monitor: trigger \"%s\" on %s", buf, path);
+			*win_ms = win * 1000;
 			return fd;
 		}
 		err = -errno;
@@ -46,11 +47,13 @@ static int psi_trigger(const char *path, const char *kind, unsigned stall_us)
 
 int mon_psi_open(struct mon_psi *t, const char *path)
 {
-	int fd = psi_trigger(path, "some", MON_PSI_SOME_US);
+	int fd = psi_trigger(path, "some", MON_PSI_SOME_US, &t->win_ms[0]);
 	if (fd < 0)
 		return fd;
 	t->trig_fd[0] = fd;
-	fd = psi_trigger(path, "full", MON_PSI_FULL_US);
+	t->armed_ms[0] = t->armed_ms[1] = mon_now_ms();
+	t->seen[0] = t->seen[1] = false;
+	fd = psi_trigger(path, "full", MON_PSI_FULL_US, &t->win_ms[1]);
 	if (fd >= 0)
 		t->trig_fd[1] = fd;
 	else
@@ -73,7 +76,7 @@ int mon_psi_fds(struct mon_psi *t, struct pollfd *pfd)
 	return n;
 }
 
-bool mon_psi_ready(struct vr_monitor *m, struct mon_psi *t, int i, short revents)
+bool mon_psi_ready(struct vr_monitor *m, struct mon_psi *t, int i, short revents, uint64_t now)
 {
 	if (i < 0 || i > 1)
 		return true;
@@ -82,6 +85,16 @@ bool mon_psi_ready(struct vr_monitor *m, struct mon_psi *t, int i, short revents
 		mon_close_fd(&t->trig_fd[i]);
 		return t->trig_fd[0] >= 0 || t->trig_fd[1] >= 0;
 	}
+	/* once the system's cumulative stall has passed a trigger's threshold,
+	 * a new unprivileged trigger fires once within its first window
+	 * whatever the stall now (measured, architecture.md): ignore that one */
+	if ((revents & POLLPRI) && !t->seen[i] && now - t->armed_ms[i] <= t->win_ms[i]) {
+		t->seen[i] = true;
+		vr_dbg("monitor: first \"%s\" event within the trigger's first window ignored",
+		       i ? "full" : "some");
+		return true;
+	}
+	t->seen[i] = true;
 	if (revents & POLLPRI)
 		mon_raise(m, i ? VR_PRESSURE_CRITICAL : VR_PRESSURE_MODERATE,
 			  i ? "\"full\" trigger" : "\"some\" trigger");
@@ -108,8 +121,7 @@ static int psi_fds(struct vr_monitor *m, struct pollfd *pfd)
 
 static bool psi_ready(struct vr_monitor *m, int i, short revents, uint64_t now)
 {
-	(void)now;
-	return mon_psi_ready(m, &m->psi, i, revents);
+	return mon_psi_ready(m, &m->psi, i, revents, now);
 }
 
 const struct mon_source mon_src_psi = {

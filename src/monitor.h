@@ -137,7 +137,10 @@ extern const struct mon_source mon_src_psi, mon_src_cgroup2, mon_src_cgroup1, mo
 	mon_src_limit;
 
 struct mon_psi {
-	int trig_fd[2]; /* [0] "some" -> MODERATE, [1] "full" -> CRITICAL */
+	int trig_fd[2];       /* [0] "some" -> MODERATE, [1] "full" -> CRITICAL */
+	uint64_t armed_ms[2]; /* when written */
+	unsigned win_ms[2];   /* the window the kernel accepted */
+	bool seen[2];         /* an event came (the first one may be spurious) */
 };
 struct mon_cg2 {
 	char *dir;
@@ -206,6 +209,7 @@ int mon_psi_open(struct mon_psi *t, const char *path) _nonnull_();
 void mon_psi_close(struct mon_psi *t) _nonnull_();
 int mon_psi_fds(struct mon_psi *t, struct pollfd *pfd) _nonnull_();
 /* false once both triggers are gone */
-bool mon_psi_ready(struct vr_monitor *m, struct mon_psi *t, int i, short revents) _nonnull_();
+bool mon_psi_ready(struct vr_monitor *m, struct mon_psi *t, int i, short revents, uint64_t now)
+	_nonnull_();
 
 #endif
