@@ -18,7 +18,8 @@
  *
  * Then a run sets VRANGE_MEMORY_LIMIT=128m under the same 256 MiB cgroup:
  * the override must be the limit watched, and the cgroup's peak usage
- * must stay under it.  A last run grows ordinary memory past the budget
+ * must stay under it.  One run shares the cgroup between two ctxs (objects
+ * alternate between them).  A last run grows ordinary memory past the budget
  * (spike_main): the threshold purge must save it and stop at its target.
  */
 #define _GNU_SOURCE
@@ -77,38 +78,58 @@ static bool intact(const uint64_t *p, size_t obj, unsigned gen)
 	return true;
 }
 
+static int nctx = 1; /* ctxs sharing the cgroup in child_main (1 or 2) */
+
+static uint64_t sum_stat(struct vr_ctx **c, enum vr_stat which)
+{
+	uint64_t v = 0;
+	for (int j = 0; j < nctx; j++)
+		v += vr_ctx_stat(c[j], which);
+	return v;
+}
+
 /* the child: exit 0 survived with correct data; 3 wrong data; 4 limit
- * not detected; 5 a call failed; 6 cannot enter the cgroup */
+ * not detected; 5 a call failed; 6 cannot enter the cgroup.  Object i
+ * lives in ctx i % nctx, at slot i / nctx of that ctx's region. */
 static int child_main(uint64_t expect_limit)
 {
 	if (vt_cg_enter(&cg) < 0)
 		return 6;
-	struct vr_ctx *c;
-	struct vr_region *r;
-	if (vr_ctx_new(0, &c) < 0 || vr_region_new(c, "vt-limit", TOTAL / OBJ * STRIDE, 0, &r) < 0)
-		return 5;
-	if (vr_ctx_memory_limit(c) != expect_limit ||
-	    !(vr_ctx_monitor_sources(c) & (1u << VR_MONITOR_LIMIT))) {
-		fprintf(stderr, "limit %" PRIu64 " (expected %" PRIu64 "), sources %#x\n",
-			vr_ctx_memory_limit(c), expect_limit, vr_ctx_monitor_sources(c));
-		return 4;
-	}
-	uint8_t *base = vr_region_base(r);
+	struct vr_ctx *c[2];
+	struct vr_region *r[2];
+	uint8_t *base[2];
 	size_t n = TOTAL / OBJ;
+	for (int j = 0; j < nctx; j++) {
+		if (vr_ctx_new(0, &c[j]) < 0 ||
+		    vr_region_new(c[j], "vt-limit", n / nctx * STRIDE, 0, &r[j]) < 0)
+			return 5;
+		if (vr_ctx_memory_limit(c[j]) != expect_limit ||
+		    !(vr_ctx_monitor_sources(c[j]) & (1u << VR_MONITOR_LIMIT))) {
+			fprintf(stderr, "limit %" PRIu64 " (expected %" PRIu64 "), sources %#x\n",
+				vr_ctx_memory_limit(c[j]), expect_limit,
+				vr_ctx_monitor_sources(c[j]));
+			return 4;
+		}
+		base[j] = vr_region_base(r[j]);
+	}
 	unsigned *gen = calloc(n, sizeof(*gen));
 	if (!gen)
 		return 5;
 	for (size_t i = 0; i < n; i++) {
-		fill((uint64_t *)(base + i * STRIDE), i, 0);
-		if (vr_mark(r, i * STRIDE, OBJ) < 0)
+		int j = (int)(i % (size_t)nctx);
+		size_t off = i / (size_t)nctx * STRIDE;
+		fill((uint64_t *)(base[j] + off), i, 0);
+		if (vr_mark(r[j], off, OBJ) < 0)
 			return 5;
 	}
 	uint64_t rng = 0x9e3779b97f4a7c15ull, hits = 0;
 	for (int k = 0; k < REREADS; k++) {
 		rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 		size_t i = rng % n;
-		uint64_t *p = (uint64_t *)(base + i * STRIDE);
-		int rc = vr_unmark(r, i * STRIDE, OBJ);
+		int j = (int)(i % (size_t)nctx);
+		size_t off = i / (size_t)nctx * STRIDE;
+		uint64_t *p = (uint64_t *)(base[j] + off);
+		int rc = vr_unmark(r[j], off, OBJ);
 		if (rc < 0)
 			return 5;
 		if (rc == VR_INTACT) {
@@ -118,16 +139,17 @@ static int child_main(uint64_t expect_limit)
 		} else {
 			fill(p, i, ++gen[i]);
 		}
-		if (vr_mark(r, i * STRIDE, OBJ) < 0)
+		if (vr_mark(r[j], off, OBJ) < 0)
 			return 5;
 	}
 	printf("    hits %.3f, limit events %" PRIu64 ", limit purges %" PRIu64 ", purges %" PRIu64
 	       ", first byte %.2f ms after a crossing (max)\n",
-	       (double)hits / REREADS, vr_ctx_stat(c, VR_STAT_LIMIT_EVENTS),
-	       vr_ctx_stat(c, VR_STAT_LIMIT_PURGES), vr_ctx_stat(c, VR_STAT_PURGES),
-	       vr_ctx_stat(c, VR_STAT_LIMIT_LATENCY_NS) / 1e6);
+	       (double)hits / REREADS, sum_stat(c, VR_STAT_LIMIT_EVENTS),
+	       sum_stat(c, VR_STAT_LIMIT_PURGES), sum_stat(c, VR_STAT_PURGES),
+	       sum_stat(c, VR_STAT_LIMIT_LATENCY_NS) / 1e6);
 	fflush(stdout);
-	vr_ctx_destroy(c);
+	for (int j = 0; j < nctx; j++)
+		vr_ctx_destroy(c[j]);
 	free(gen);
 	return 0;
 }
@@ -235,7 +257,10 @@ static int run(int no, const char *override, uint64_t expect_limit)
 	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 	printf("run %2d%s%s: %s (%s %d), peak %.1f MiB of %.0f, limit hits %" PRIu64
 	       ", oom kills %" PRIu64 "\n",
-	       no, override ? " (VRANGE_MEMORY_LIMIT)" : "", expect_limit ? "" : " (spike)",
+	       no, override ? " (VRANGE_MEMORY_LIMIT)" : "",
+	       !expect_limit ? " (spike)"
+	       : nctx > 1    ? " (two ctxs)"
+			     : "",
 	       ok ? "survived" : "FAILED", WIFEXITED(st) ? "exit" : "signal",
 	       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), peak / 1048576.0, LIMIT / 1048576.0,
 	       fail, ooms);
@@ -264,17 +289,22 @@ int main(void)
 		survived += rc == 0;
 	}
 	int orc = run(runs, "128m", 128ull << 20);
+	nctx = 2;
+	int trc = run(runs + 1, NULL, LIMIT);
+	nctx = 1;
+	if (trc == 77)
+		return 77;
 	e = getenv("VT_LIMIT_SPIKES");
 	int spikes = e ? atoi(e) : 1, src = 0;
 	for (int i = 0; i < spikes; i++) {
-		int rc = run(runs + 1 + i, NULL, 0);
+		int rc = run(runs + 2 + i, NULL, 0);
 		if (rc == 77 || orc == 77)
 			return 77;
 		src |= rc;
 	}
 	printf("survived %d/%d with the defaults at %llu MiB, %llu MiB written; override run %s; "
-	       "spike run %s\n",
+	       "two ctxs %s; spike run %s\n",
 	       survived, runs, LIMIT >> 20, TOTAL >> 20, orc == 0 ? "ok" : "FAILED",
-	       src == 0 ? "ok" : "FAILED");
-	return survived == runs && orc == 0 && src == 0 ? 0 : 1;
+	       trc == 0 ? "ok" : "FAILED", src == 0 ? "ok" : "FAILED");
+	return survived == runs && orc == 0 && trc == 0 && src == 0 ? 0 : 1;
 }
