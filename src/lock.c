@@ -17,20 +17,20 @@ static const char *rank_name(unsigned rank)
 	return rank < VR_ARRAY_SIZE(names) ? names[rank] : "?";
 }
 
-void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank,
-			     const struct vr_held_entry *top)
+void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top)
 {
 	char buf[256];
+	const void *held = top >= 0 ? (const void *)vr_tls_held.lock[top] : NULL;
+	unsigned hrank = top >= 0 ? vr_tls_held.rank[top] : 0;
 	if (rank)
 		snprintf(buf, sizeof(buf),
 			 "vrange: lock order violation: taking %s lock %p while holding %s lock "
 			 "%p\n",
-			 rank_name(rank), (const void *)m, rank_name(top->rank),
-			 (const void *)top->lock);
+			 rank_name(rank), (const void *)m, rank_name(hrank), held);
 	else
 		snprintf(buf, sizeof(buf),
 			 "vrange: lock order violation: releasing %p, innermost held is %p\n",
-			 (const void *)m, top ? (const void *)top->lock : NULL);
+			 (const void *)m, held);
 	vr_log_raw(buf);
 	abort();
 }

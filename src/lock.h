@@ -48,16 +48,16 @@ enum vr_lock_rank {
 	VR_RANK_LOG,        /* log.c: log_lock (leaf) */
 };
 
-#define VR_HELD_MAX 16
-struct vr_held_entry {
-	const pthread_mutex_t *lock;
-	unsigned char rank;
-	unsigned char level; /* signal nesting level when pushed */
-};
+/* Kept small: initial-exec TLS of a library that may be dlopen()ed comes
+ * out of glibc's static TLS surplus (88 bytes here).  Deeper nesting than
+ * VR_HELD_MAX (signal handlers within handlers) is answered "held". */
+#define VR_HELD_MAX 8
 struct vr_held {
 	unsigned n;     /* may exceed VR_HELD_MAX: then vr_held() says yes */
 	unsigned level; /* signal handlers of the library active in this thread */
-	struct vr_held_entry e[VR_HELD_MAX];
+	const pthread_mutex_t *lock[VR_HELD_MAX];
+	unsigned char rank[VR_HELD_MAX];
+	unsigned char lvl[VR_HELD_MAX]; /* signal nesting level when pushed */
 };
 extern __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
 
@@ -68,29 +68,30 @@ static inline bool vr_held(const pthread_mutex_t *m)
 	if (n > VR_HELD_MAX)
 		return true; /* overflowed: cannot tell, assume the worst */
 	for (unsigned i = 0; i < n; i++)
-		if (vr_tls_held.e[i].lock == m)
+		if (vr_tls_held.lock[i] == m)
 			return true;
 	return false;
 }
 
 #ifndef NDEBUG
-void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank,
-			     const struct vr_held_entry *top);
+/* top: index of the innermost held lock, or -1 */
+void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top);
 #endif
 
 static inline void vr_held_push(const pthread_mutex_t *m, enum vr_lock_rank rank)
 {
 	unsigned n = vr_tls_held.n;
 #ifndef NDEBUG
-	if (n > 0 && n <= VR_HELD_MAX) {
-		const struct vr_held_entry *top = &vr_tls_held.e[n - 1];
-		if (top->level == vr_tls_held.level && top->rank >= (unsigned)rank)
-			vr_lock_order_violation(m, rank, top);
-	}
+	if (n > 0 && n <= VR_HELD_MAX &&
+	    vr_tls_held.lvl[n - 1] == (unsigned char)vr_tls_held.level &&
+	    vr_tls_held.rank[n - 1] >= (unsigned)rank)
+		vr_lock_order_violation(m, rank, (int)n - 1);
 #endif
-	if (n < VR_HELD_MAX)
-		vr_tls_held.e[n] = (struct vr_held_entry){ m, (unsigned char)rank,
-							   (unsigned char)vr_tls_held.level };
+	if (n < VR_HELD_MAX) {
+		vr_tls_held.lock[n] = m;
+		vr_tls_held.rank[n] = (unsigned char)rank;
+		vr_tls_held.lvl[n] = (unsigned char)vr_tls_held.level;
+	}
 	atomic_signal_fence(memory_order_seq_cst);
 	vr_tls_held.n = n + 1;
 	atomic_signal_fence(memory_order_seq_cst);
@@ -101,8 +102,8 @@ static inline void vr_held_pop(const pthread_mutex_t *m)
 {
 #ifndef NDEBUG
 	unsigned n = vr_tls_held.n;
-	if (n == 0 || (n <= VR_HELD_MAX && vr_tls_held.e[n - 1].lock != m))
-		vr_lock_order_violation(m, 0, n ? &vr_tls_held.e[n - 1] : NULL);
+	if (n == 0 || (n <= VR_HELD_MAX && vr_tls_held.lock[n - 1] != m))
+		vr_lock_order_violation(m, 0, (int)n - 1);
 #else
 	(void)m;
 #endif

@@ -2,35 +2,43 @@
 /*
  * private.h - internal types shared by the subsystems of libvrange
  *
- * LOCKING (the rules every file must respect)
+ * LOCKING (the rules every file must respect; mechanics in lock.h)
  *
+ *   vr_global_lock    one-time setup; inherited lists in a fork child.
  *   ctx->purge_lock   one purge engine run per ctx at a time (vr_ctx_purge,
- *                     limit, pressure, monitor); also held by
- *                     vr_region_destroy / vr_ctx_destroy so that a purge
- *                     never sees a region being freed.
+ *                     limit, pressure, monitor); also held by region
+ *                     creation (it reserves room in the purge heap) and
+ *                     by vr_region_destroy / vr_ctx_destroy, so that a
+ *                     purge never sees a region being freed.
  *   ctx->lock         the ctx's region list (regions, nregions).
  *   region->lock      the region's range map, fault handler, purge cursor.
+ *   registry wlock    registry writers (registry.c).
+ *   log_lock          the log function (log.c), a leaf.
  *
- *   Nesting order:  purge_lock  ->  ctx->lock  ->  region->lock.
- *   At most ONE region lock is held at any time, by anybody.  vr_mark
- *   drops its region lock before it enforces the ctx limit.
- *   Gauges and counters are atomics in the ctx (no lock).
+ *   Order: global -> purge_lock -> ctx->lock -> region->lock -> registry
+ *   -> log, checked in builds without NDEBUG.  Every lock is taken with
+ *   vr_lock()/vr_unlock(), never pthread_mutex_lock() directly (the
+ *   atfork handlers are the exception: they run outside any call).
+ *   At most ONE region lock per signal level.  vr_mark drops its region
+ *   lock before it enforces the ctx limit.  Code that may run in a signal
+ *   handler checks vr_held() before blocking on a lock.  The purge path
+ *   allocates nothing.  Gauges and counters are atomics in the ctx (no
+ *   lock).
  *
- *   The SIGSEGV handler (fault.c) takes no lock.  It reads the region's
- *   map under a seqlock: region->seq is odd while a thread holds the
- *   region lock (vr_region_lock/unlock bump it), and a reader retries
- *   until it read the map with the same even seq before and after.  Map
- *   nodes live in the region's slab until the region is destroyed, so a
- *   reader racing a writer follows stale but valid pointers, bounded and
- *   then discarded.  While a purge holds the lock (trap armed, hole being
- *   punched) a faulting thread waits for the seq to turn even: it then
- *   sees the range purged, or intact with the trap removed.  A reader that
- *   keeps colliding with writers (64 tries) takes the region lock instead,
- *   so a fault never starves behind a busy region.  The one case
- *   that cannot wait is an asynchronous signal handler touching volatile
- *   memory while its own thread holds that region's lock; the per-thread
- *   vr_tls_held records which region lock a thread holds, and the fault
- *   path delivers SIGBUS instead of waiting for ever.
+ *   The SIGSEGV handler (fault.c) takes no lock in the common case.  It
+ *   reads the region's map under a seqlock: region->seq is odd while a
+ *   thread holds the region lock (vr_region_lock/unlock bump it), and a
+ *   reader retries until it read the map with the same even seq before
+ *   and after.  Map nodes live in the region's slab until the region is
+ *   destroyed, so a reader racing a writer follows stale but valid
+ *   pointers, bounded and then discarded.  While a purge holds the lock
+ *   (trap armed, hole being punched) a faulting thread waits for the seq
+ *   to turn even: it then sees the range purged, or intact with the trap
+ *   removed.  A reader that keeps colliding with writers (64 tries) takes
+ *   the region lock instead, so a fault never starves behind a busy
+ *   region; it never does so for a lock its own thread holds (vr_held):
+ *   an asynchronous signal handler touching volatile memory while its
+ *   thread holds that region's lock gets SIGBUS instead.
  *
  * FORK
  *
@@ -136,6 +144,7 @@ struct vr_region {
 	struct vr_shard *shard;        /* immutable: where this region's gauges go */
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	bool lru_added;                /* protected by lock: a range joined the LRU */
+	_Atomic bool used_prot;        /* guard backend: some range used mprotect */
 	dev_t dev;                     /* immutable: the memfd's st_dev ... */
 	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
@@ -177,7 +186,11 @@ void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
 void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the only place that arms traps and punches holes ---- */
-/* discard [p0, p1) (page aligned) now: arm + punch; 0 or -errno, undone on error */
+/* discard [p0, p1) (page aligned) now: arm + punch.  0; or -errno, with
+ * nothing changed (the trap undone); or VR_DISCARD_STUCK: the pages keep
+ * their data but stay trapped (an undo failed), so the caller must treat
+ * them as purged.  Region lock held. */
+#define VR_DISCARD_STUCK 1
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
@@ -197,6 +210,9 @@ int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
 int vr_trap_arm(void *addr, size_t len);
 int vr_trap_disarm(void *addr, size_t len);
+/* mprotect whatever the backend (large ranges under guard, purge.c) */
+int vr_trap_arm_prot(void *addr, size_t len);
+int vr_trap_disarm_prot(void *addr, size_t len);
 int vr_trap_current(void);
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
@@ -218,6 +234,7 @@ void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
+void vr_fault_atfork_child(void);
 
 /* ---- monitor.c (and monitor.h, mon-*.c) ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread

@@ -40,25 +40,66 @@ void vr_trap_gen_bump(struct vr_region *r)
 	atomic_store_explicit(&r->trap_gen, g, memory_order_relaxed);
 }
 
+/* Under the guard backend, a large range is trapped with one mprotect
+ * instead: guard markers allocate page tables (8 bytes per page) for
+ * memory that was never touched, which a purge of a sparse region would
+ * pay in full and keep after the unmark, while an mprotect costs at most
+ * two VMAs (issue 13, item 8).  At the VMA limit it falls back to guard
+ * markers.  A region that used mprotect once restores with both. */
+#define PROT_MIN_BYTES ((uint64_t)2 << 20) /* one page-table page covers 2 MiB */
+
+static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
+{
+	*prot = vr_trap_current() == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
+	if (*prot) {
+		int err = vr_trap_arm_prot(a, len);
+		if (err == 0) {
+			atomic_store_explicit(&r->used_prot, true, memory_order_relaxed);
+			return 0;
+		}
+		/* a multi-VMA mprotect can fail half-way: undo, then guard */
+		if (vr_trap_disarm_prot(a, len) < 0)
+			return VR_DISCARD_STUCK;
+		*prot = false;
+	}
+	return vr_trap_arm(a, len);
+}
+
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
+	void *a = r->base + p0;
+	size_t len = p1 - p0;
+	bool prot;
 	vr_trap_gen_bump(r);
-	int err = vr_trap_arm(r->base + p0, p1 - p0);
-	if (err < 0)
+	int err = arm(r, a, len, &prot);
+	if (err == VR_DISCARD_STUCK)
 		return err;
-	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
-			 (off_t)(p1 - p0)) < 0) {
+	if (err < 0) {
+		/* arming may have failed part-way: take back what was armed;
+		 * if even that fails, pages with data may stay trapped, and the
+		 * range must be taken as purged (its data is never lost, but a
+		 * touch must reach the fault path as a purged range) */
+		return vr_trap_disarm(a, len) < 0 ? VR_DISCARD_STUCK : err;
+	}
+	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0, (off_t)len) <
+	    0) {
 		err = -errno;
-		vr_trap_disarm(r->base + p0, p1 - p0);
-		return err;
+		int undo = prot ? vr_trap_disarm_prot(a, len) : vr_trap_disarm(a, len);
+		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
 	return 0;
 }
 
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
+	void *a = r->base + p0;
+	size_t len = p1 - p0;
 	vr_trap_gen_bump(r);
-	return vr_trap_disarm(r->base + p0, p1 - p0);
+	int err = vr_trap_disarm(a, len);
+	if (!err && vr_trap_current() == VR_TRAP_GUARD &&
+	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
+		err = vr_trap_disarm_prot(a, len);
+	return err;
 }
 
 /* purge one LRU range, region lock held: the bytes reclaimed, or -errno
@@ -70,7 +111,12 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	if (!vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1))
 		return -EINVAL; /* never on the LRU */
 	int err = vr_discard_pages(r, p0, p1);
-	if (err < 0) {
+	if (err == VR_DISCARD_STUCK) {
+		/* trapped but not punched, and the trap would not come off:
+		 * purged with its data, nothing reclaimed */
+		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
+		p1 = p0;
+	} else if (err < 0) {
 		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
 		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
 		       (unsigned long long)rg->start, (unsigned long long)rg->end, strerror(-err));

@@ -405,6 +405,29 @@ _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 	return locked_span(r, off, len, status_locked);
 }
 
+/* ---- filling discarded pages before access is restored ---- */
+_export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	if (!src)
+		return -EINVAL;
+	/* through the file, not the mapping: the pages may be trapped */
+	const uint8_t *p = src;
+	while (len > 0) {
+		ssize_t n = pwrite(r->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (size_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* ---- pointer style ---- */
 static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
 {

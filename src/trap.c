@@ -107,3 +107,13 @@ int vr_trap_disarm(void *addr, size_t len)
 			 : vr_mprotect(addr, len, PROT_READ | PROT_WRITE);
 	return rc < 0 ? -errno : 0;
 }
+
+int vr_trap_arm_prot(void *addr, size_t len)
+{
+	return vr_mprotect(addr, len, PROT_NONE) < 0 ? -errno : 0;
+}
+
+int vr_trap_disarm_prot(void *addr, size_t len)
+{
+	return vr_mprotect(addr, len, PROT_READ | PROT_WRITE) < 0 ? -errno : 0;
+}
