@@ -17,7 +17,8 @@
  *   droppable     MAP_DROPPABLE (6.11+; skipped on EINVAL)
  *   heap-lru      malloc'd buffers with an LRU budget of limit - 16 MiB
  *   malloc        plain malloc, nothing ever given back
- *   vr-spike      libvrange: 200 MiB volatile, then 64 MiB of ordinary
+ *   vr-spike      libvrange: 25/32 of the limit volatile (200 MiB), then
+ *                 1/4 of it (64 MiB) of ordinary
  *                 memory at ~1 GiB/s, so only a threshold purge saves it
  *
  * Rows: survived/runs, peak usage (memory.max_usage_in_bytes or
@@ -47,8 +48,8 @@
 #include "../tests/vt-cgroup.h"
 
 #define SCEN "limit"
-#define OBJ (64 * KiB)
-#define STRIDE (OBJ + 4096)
+#define OBJ VT_OBJ
+#define STRIDE VT_STRIDE
 #ifndef MAP_DROPPABLE
 #define MAP_DROPPABLE 0x08
 #endif
@@ -62,23 +63,6 @@ struct result {
 
 static uint64_t LIMIT, TOTAL;
 static size_t NOBJ, REREADS;
-
-static uint64_t word(size_t obj, size_t w, unsigned gen)
-{
-	return ((uint64_t)obj << 32) ^ ((uint64_t)gen << 24) ^ w ^ 0x5bd1e995u;
-}
-static void fill(uint64_t *p, size_t obj, unsigned gen)
-{
-	for (size_t w = 0; w < OBJ / 8; w++)
-		p[w] = word(obj, w, gen);
-}
-static bool intact(const uint64_t *p, size_t obj, unsigned gen)
-{
-	for (size_t w = 0; w < OBJ / 8; w++)
-		if (p[w] != word(obj, w, gen))
-			return false;
-	return true;
-}
 
 /* one cache, behind four calls */
 struct cache {
@@ -224,10 +208,10 @@ static int watch_arm(const struct vt_cg *cg, uint64_t bytes)
 /* the vr-spike workload (see tests/test-limit.c): result.after_mib */
 static void spike(struct cache *k, const struct vt_cg *cg, struct result *res)
 {
-	size_t n = 200 * MiB / OBJ;
+	size_t n = LIMIT / 32 * 25 / OBJ;
 	bool lost;
 	for (size_t i = 0; i < n; i++) {
-		fill(cache_get(k, i, true, &lost), i, 0);
+		vt_obj_fill(cache_get(k, i, true, &lost), i, 0);
 		cache_put(k, i);
 	}
 	struct watch w = { .efd = watch_arm(cg, LIMIT - LIMIT / 32),
@@ -236,8 +220,8 @@ static void spike(struct cache *k, const struct vt_cg *cg, struct result *res)
 			   .ms = -1 };
 	pthread_t th;
 	bool watching = w.efd >= 0 && pthread_create(&th, NULL, watch_main, &w) == 0;
-	uint8_t *p = map_anon(64 * MiB);
-	for (size_t off = 0; off < 64 * MiB; off += MiB) {
+	uint8_t *p = map_anon(LIMIT / 4);
+	for (size_t off = 0; off < LIMIT / 4; off += MiB) {
 		memset(p + off, 0x5a, MiB);
 		sleep_ms(1);
 	}
@@ -270,7 +254,7 @@ static void workload(const char *style, const struct vt_cg *cg, int fd)
 	bool lost;
 	for (size_t i = 0; i < NOBJ; i++) {
 		uint64_t t0 = now_ns();
-		fill(cache_get(&k, i, true, &lost), i, 0);
+		vt_obj_fill(cache_get(&k, i, true, &lost), i, 0);
 		cache_put(&k, i);
 		double ms = (double)(now_ns() - t0) / 1e6;
 		if (ms > res.stall_ms)
@@ -281,10 +265,10 @@ static void workload(const char *style, const struct vt_cg *cg, int fd)
 		size_t i = rng_below(&rng, NOBJ);
 		uint64_t *p = cache_get(&k, i, false, &lost);
 		if (!lost) {
-			CHECK(intact(p, i, gen[i])); /* lost data read as intact */
+			CHECK(vt_obj_intact(p, i, gen[i])); /* lost data read as intact */
 			hits++;
 		} else {
-			fill(p, i, ++gen[i]);
+			vt_obj_fill(p, i, ++gen[i]);
 		}
 		cache_put(&k, i);
 	}

@@ -33,11 +33,9 @@
 
 #define LIMIT (256ull << 20)
 #define TOTAL (1ull << 30)
-#define OBJ (64u << 10)
+#define OBJ VT_OBJ
 #define REREADS 8192
-/* objects one page apart: adjacent volatile ranges would coalesce into one
- * (S3), and a purge takes a whole range */
-#define STRIDE (OBJ + 4096u)
+#define STRIDE VT_STRIDE
 
 static struct vt_cg cg;
 static volatile pid_t child = -1;
@@ -57,25 +55,6 @@ static void on_signal(int sig)
 	cleanup();
 	signal(sig, SIG_DFL);
 	raise(sig);
-}
-
-static uint64_t word(size_t obj, size_t w, unsigned gen)
-{
-	return ((uint64_t)obj << 32) ^ ((uint64_t)gen << 24) ^ w ^ 0x5bd1e995u;
-}
-
-static void fill(uint64_t *p, size_t obj, unsigned gen)
-{
-	for (size_t w = 0; w < OBJ / 8; w++)
-		p[w] = word(obj, w, gen);
-}
-
-static bool intact(const uint64_t *p, size_t obj, unsigned gen)
-{
-	for (size_t w = 0; w < OBJ / 8; w++)
-		if (p[w] != word(obj, w, gen))
-			return false;
-	return true;
 }
 
 static int nctx = 1; /* ctxs sharing the cgroup in child_main (1 or 2) */
@@ -118,7 +97,7 @@ static int child_main(uint64_t expect_limit)
 	for (size_t i = 0; i < n; i++) {
 		int j = (int)(i % (size_t)nctx);
 		size_t off = i / (size_t)nctx * STRIDE;
-		fill((uint64_t *)(base[j] + off), i, 0);
+		vt_obj_fill((uint64_t *)(base[j] + off), i, 0);
 		if (vr_mark(r[j], off, OBJ) < 0)
 			return 5;
 	}
@@ -133,11 +112,11 @@ static int child_main(uint64_t expect_limit)
 		if (rc < 0)
 			return 5;
 		if (rc == VR_INTACT) {
-			if (!intact(p, i, gen[i]))
+			if (!vt_obj_intact(p, i, gen[i]))
 				return 3; /* discarded bytes read as data */
 			hits++;
 		} else {
-			fill(p, i, ++gen[i]);
+			vt_obj_fill(p, i, ++gen[i]);
 		}
 		if (vr_mark(r[j], off, OBJ) < 0)
 			return 5;
@@ -177,7 +156,7 @@ static int spike_main(void)
 		return 5;
 	uint8_t *base = vr_region_base(r);
 	for (size_t i = 0; i < n; i++) {
-		fill((uint64_t *)(base + i * STRIDE), i, 0);
+		vt_obj_fill((uint64_t *)(base + i * STRIDE), i, 0);
 		if (vr_mark(r, i * STRIDE, OBJ) < 0)
 			return 5;
 	}
@@ -211,7 +190,7 @@ static int spike_main(void)
 		int rc = vr_unmark(r, i * STRIDE, OBJ);
 		if (rc < 0)
 			return 5;
-		if (rc == VR_INTACT && !intact((uint64_t *)(base + i * STRIDE), i, 0))
+		if (rc == VR_INTACT && !vt_obj_intact((uint64_t *)(base + i * STRIDE), i, 0))
 			return 3;
 	}
 	vr_ctx_destroy(c);

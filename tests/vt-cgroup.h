@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * vt-cgroup.h - a child memory cgroup of the calling process's own, for
- * tests/test-limit.c and bench/s-limit.c (API S34).
+ * vt-cgroup.h - a child memory cgroup of the calling process's own, and
+ * the cache workload's objects, for tests/test-limit.c and
+ * bench/s-limit.c (API S34).
  *
  * v1: the memory controller's directory of /proc/self/cgroup (through
  * /proc/self/mountinfo) gets a child "vt-limit-PID-N" with
@@ -29,6 +30,31 @@
 #include <unistd.h>
 
 #define VT_CG_MAX_LIMIT (1ull << 30) /* never a larger limit than 1 GiB */
+
+/* the cache workload's objects: 64 KiB, one page apart (adjacent volatile
+ * ranges would coalesce into one, S3, and a purge takes a whole range);
+ * word w of object obj in data generation gen is never 0 at a page start */
+#define VT_OBJ (64u << 10)
+#define VT_STRIDE (VT_OBJ + 4096u)
+
+static inline uint64_t vt_obj_word(size_t obj, size_t w, unsigned gen)
+{
+	return ((uint64_t)obj << 32) ^ ((uint64_t)gen << 24) ^ w ^ 0x5bd1e995u;
+}
+
+static inline void vt_obj_fill(uint64_t *p, size_t obj, unsigned gen)
+{
+	for (size_t w = 0; w < VT_OBJ / 8; w++)
+		p[w] = vt_obj_word(obj, w, gen);
+}
+
+static inline bool vt_obj_intact(const uint64_t *p, size_t obj, unsigned gen)
+{
+	for (size_t w = 0; w < VT_OBJ / 8; w++)
+		if (p[w] != vt_obj_word(obj, w, gen))
+			return false;
+	return true;
+}
 
 struct vt_cg {
 	char dir[PATH_MAX];
