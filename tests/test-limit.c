@@ -13,7 +13,7 @@
  * failure and on SIGTERM/SIGINT too.  Exit 77 when there is no writable
  * cgroup of our own.
  *
- *   VT_LIMIT_RUNS=N   runs with the defaults (default 3; 20 in development)
+ *   VT_LIMIT_RUNS=N   runs with the defaults (default 2; 20 in development)
  *   VT_LIMIT_SPIKES=N threshold runs (default 1)
  *
  * Then a run sets VRANGE_MEMORY_LIMIT=128m under the same 256 MiB cgroup:
@@ -260,7 +260,7 @@ int main(void)
 	signal(SIGINT, on_signal);
 	atexit(cleanup);
 	const char *e = getenv("VT_LIMIT_RUNS");
-	int runs = e ? atoi(e) : 3, survived = 0;
+	int runs = e ? atoi(e) : 2, survived = 0;
 	for (int i = 0; i < runs; i++) {
 		int rc = run(i, NULL, LIMIT);
 		if (rc == 77)
