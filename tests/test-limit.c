@@ -21,6 +21,7 @@
  * must stay under it.  One run shares the cgroup between two ctxs (objects
  * alternate between them).  A last run grows ordinary memory past the budget
  * (spike_main): the threshold purge must save it and stop at its target.
+ * And the limit is raised under a running monitor (change_main).
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -197,6 +198,36 @@ static int spike_main(void)
 	return 0;
 }
 
+/* the limit changes under a running monitor: raised to 2 * LIMIT by the
+ * parent once the child is ready (change_fd), it must be seen (re-read
+ * once a second) and the budget must grow past the old limit: exit 9 if
+ * not within 5 s */
+static bool change_run;
+static int change_fd[2] = { -1, -1 };
+
+static int change_main(void)
+{
+	if (vt_cg_enter(&cg) < 0)
+		return 6;
+	struct vr_ctx *c;
+	if (vr_ctx_new(0, &c) < 0)
+		return 5;
+	if (vr_ctx_memory_limit(c) != LIMIT)
+		return 4;
+	if (write(change_fd[1], "r", 1) != 1)
+		return 5;
+	for (int i = 0; i < 5000 && vr_ctx_memory_limit(c) != 2 * LIMIT; i++)
+		sleep_ms(1);
+	for (int i = 0; i < 1000 && vr_ctx_stat(c, VR_STAT_BUDGET) <= LIMIT; i++)
+		sleep_ms(1);
+	printf("    limit raised: now %" PRIu64 " MiB, budget %" PRIu64 " MiB\n",
+	       vr_ctx_memory_limit(c) >> 20, vr_ctx_stat(c, VR_STAT_BUDGET) >> 20);
+	fflush(stdout);
+	bool ok = vr_ctx_memory_limit(c) == 2 * LIMIT && vr_ctx_stat(c, VR_STAT_BUDGET) > LIMIT;
+	vr_ctx_destroy(c);
+	return ok ? 0 : 9;
+}
+
 /* one run: 0 survived, 1 failed, 77 no cgroup */
 static int run(int no, const char *override, uint64_t expect_limit)
 {
@@ -207,6 +238,10 @@ static int run(int no, const char *override, uint64_t expect_limit)
 		return 77;
 	}
 	fflush(stdout);
+	if (change_run && pipe(change_fd) < 0) {
+		cleanup();
+		return 1;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		cleanup();
@@ -218,9 +253,21 @@ static int run(int no, const char *override, uint64_t expect_limit)
 		else
 			unsetenv("VRANGE_MEMORY_LIMIT");
 		unsetenv("VRANGE_MONITOR");
-		_exit(expect_limit ? child_main(expect_limit) : spike_main());
+		_exit(change_run     ? change_main()
+		      : expect_limit ? child_main(expect_limit)
+				     : spike_main());
 	}
 	child = pid;
+	if (change_run) {
+		char b;
+		char val[32];
+		snprintf(val, sizeof(val), "%llu", 2 * LIMIT);
+		close(change_fd[1]);
+		if (read(change_fd[0], &b, 1) == 1 &&
+		    vt_cg_write(cg.dir, cg.v2 ? "memory.max" : "memory.limit_in_bytes", val) < 0)
+			printf("    cannot raise the limit\n");
+		close(change_fd[0]);
+	}
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
@@ -237,9 +284,10 @@ static int run(int no, const char *override, uint64_t expect_limit)
 	printf("run %2d%s%s: %s (%s %d), peak %.1f MiB of %.0f, limit hits %" PRIu64
 	       ", oom kills %" PRIu64 "\n",
 	       no, override ? " (VRANGE_MEMORY_LIMIT)" : "",
-	       !expect_limit ? " (spike)"
-	       : nctx > 1    ? " (two ctxs)"
-			     : "",
+	       change_run      ? " (limit raised)"
+	       : !expect_limit ? " (spike)"
+	       : nctx > 1      ? " (two ctxs)"
+			       : "",
 	       ok ? "survived" : "FAILED", WIFEXITED(st) ? "exit" : "signal",
 	       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), peak / 1048576.0, LIMIT / 1048576.0,
 	       fail, ooms);
@@ -281,9 +329,15 @@ int main(void)
 			return 77;
 		src |= rc;
 	}
+	change_run = true;
+	int crc = run(runs + 2 + spikes, NULL, LIMIT);
+	change_run = false;
+	if (crc == 77)
+		return 77;
+	printf("limit change run %s\n", crc == 0 ? "ok" : "FAILED");
 	printf("survived %d/%d with the defaults at %llu MiB, %llu MiB written; override run %s; "
 	       "two ctxs %s; spike run %s\n",
 	       survived, runs, LIMIT >> 20, TOTAL >> 20, orc == 0 ? "ok" : "FAILED",
 	       trc == 0 ? "ok" : "FAILED", src == 0 ? "ok" : "FAILED");
-	return survived == runs && orc == 0 && trc == 0 && src == 0 ? 0 : 1;
+	return survived == runs && orc == 0 && trc == 0 && src == 0 && crc == 0 ? 0 : 1;
 }
