@@ -25,7 +25,9 @@
  *   allocates nothing.  Gauges and counters are atomics in the ctx (no
  *   lock).
  *
- *   The SIGSEGV handler (fault.c) takes no lock in the common case.  It
+ *   The SIGSEGV handler (fault.c; and its SIGBUS entry under the
+ *   userfaultfd backend, which shares the path) takes no lock in the
+ *   common case.  It
  *   reads the region's map under a seqlock: region->seq is odd while a
  *   thread holds the region lock (vr_region_lock/unlock bump it), and a
  *   reader retries until it read the map with the same even seq before
