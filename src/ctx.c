@@ -68,6 +68,7 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	if (inherited) {
 		while (c->regions)
 			vr_region_free(c->regions, true);
+		vr_obj_ctx_destroy(c, true);
 		free(c);
 		return;
 	}
@@ -76,6 +77,7 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	while (c->regions)
 		vr_region_free(c->regions, false);
 	pthread_mutex_unlock(&c->lock);
+	vr_obj_ctx_destroy(c, false);
 	pthread_mutex_unlock(&c->purge_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->purge_lock);
@@ -158,6 +160,10 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return atomic_load(&c->pressure_events);
 	case VR_STAT_SKIPPED:
 		return atomic_load(&c->skipped);
+	case VR_STAT_OBJECTS:
+		return vr_obj_count(c);
+	case VR_STAT_FOOTPRINT:
+		return vr_obj_footprint(c);
 	}
 	return 0;
 }

@@ -80,9 +80,11 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	return (int64_t)(p1 - p0);
 }
 
+/* a heap entry: a region, or (r == NULL) object LRU source src (obj.c) */
 struct cand {
 	uint64_t age;
 	struct vr_region *r;
+	size_t src;
 };
 
 static void sift_down(struct cand *h, size_t n, size_t i)
@@ -107,6 +109,24 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
 	if (goal == VR_PURGE_BYTES)
 		return reclaimed >= n;
 	return vr_ctx_gauge(c, VR_G_VOLATILE) <= n;
+}
+
+/* one step on an object LRU source at the heap's top: purge its oldest
+ * unit if no other source holds an older one (obj.c validates the unit);
+ * returns the bytes reclaimed */
+static uint64_t obj_step(struct vr_ctx *c, struct cand *h, size_t *nh)
+{
+	uint64_t age = vr_obj_src_oldest(c, h[0].src), got = 0;
+	bool stale = *nh > 1 && (age > h[1].age || (*nh > 2 && age > h[2].age));
+	if (age != UINT64_MAX && !stale) {
+		got = (uint64_t)vr_obj_src_purge(c, h[0].src);
+		age = vr_obj_src_oldest(c, h[0].src);
+	}
+	h[0].age = age;
+	if (age == UINT64_MAX)
+		h[0] = h[--*nh];
+	sift_down(h, *nh, 0);
+	return got;
 }
 
 /* the region's next candidate for this purge generation; lock held */
@@ -138,6 +158,8 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	size_t nh = 0, cap = 0;
 	for (struct vr_region *r = c->regions; r; r = r->next)
 		cap += atomic_load_explicit(&r->oldest_age, memory_order_relaxed) != UINT64_MAX;
+	size_t nobj = vr_obj_nsources(c);
+	cap += nobj;
 	if (cap > VR_ARRAY_SIZE(local)) {
 		h = vr_malloc(cap * sizeof(*h));
 		if (!h) {
@@ -146,17 +168,26 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			return -ENOMEM;
 		}
 	}
-	for (struct vr_region *r = c->regions; r && nh < cap; r = r->next) {
+	for (struct vr_region *r = c->regions; r && nh < cap - nobj; r = r->next) {
 		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
 		if (age != UINT64_MAX)
-			h[nh++] = (struct cand){ age, r };
+			h[nh++] = (struct cand){ age, r, 0 };
 	}
 	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < nobj; i++) {
+		uint64_t age = vr_obj_src_oldest(c, i);
+		if (age != UINT64_MAX)
+			h[nh++] = (struct cand){ age, NULL, i };
+	}
 	for (size_t i = nh / 2; i-- > 0;)
 		sift_down(h, nh, i);
 
 	while (nh > 0 && !goal_met(c, goal, n, reclaimed)) {
 		struct vr_region *r = h[0].r;
+		if (!r) {
+			reclaimed += obj_step(c, h, &nh);
+			continue;
+		}
 		vr_region_lock(r);
 		struct vr_range *rg = cursor(r, gen);
 		if (!rg) {
@@ -190,6 +221,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	}
 	if (h != local)
 		free(h);
+	vr_obj_purge_done(c);
 	pthread_mutex_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }

@@ -35,9 +35,11 @@
 #include "inject.h"
 #include "private.h"
 
+/* an entry is a region or (kind VR_REG_OBJ) a chunk of object memory */
 struct entry {
 	uintptr_t base, end;
-	struct vr_region *r;
+	void *p;
+	int kind;
 };
 
 struct snap {
@@ -69,10 +71,10 @@ static inline _Atomic long *reader_counter(unsigned long e)
 }
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 
-struct vr_region *vr_registry_lookup(const void *addr)
+void *vr_registry_find(const void *addr, int kind)
 {
 	uintptr_t a = (uintptr_t)addr;
-	struct vr_region *found = NULL;
+	void *found = NULL;
 	unsigned long e = atomic_load(&epoch);
 	_Atomic long *cnt = reader_counter(e);
 	atomic_fetch_add(cnt, 1);
@@ -86,11 +88,16 @@ struct vr_region *vr_registry_lookup(const void *addr)
 			else
 				hi = mid;
 		}
-		if (lo > 0 && a < s->e[lo - 1].end)
-			found = s->e[lo - 1].r;
+		if (lo > 0 && a < s->e[lo - 1].end && s->e[lo - 1].kind == kind)
+			found = s->e[lo - 1].p;
 	}
 	atomic_fetch_sub(cnt, 1);
 	return found;
+}
+
+struct vr_region *vr_registry_lookup(const void *addr)
+{
+	return vr_registry_find(addr, VR_REG_REGION);
 }
 
 static void synchronize(void)
@@ -103,8 +110,8 @@ static void synchronize(void)
 	}
 }
 
-/* publish a copy of the current array with r added (add) or removed */
-static int update(struct vr_region *r, bool add)
+/* publish a copy of the current array with p added (add) or removed */
+static int update(void *p, uintptr_t base, size_t size, int kind, bool add)
 {
 	pthread_mutex_lock(&wlock);
 	struct snap *old = atomic_load(&current);
@@ -114,19 +121,18 @@ static int update(struct vr_region *r, bool add)
 		pthread_mutex_unlock(&wlock);
 		return -ENOMEM;
 	}
-	uintptr_t base = (uintptr_t)r->base;
 	bool placed = !add;
 	for (size_t i = 0; i < n; i++) {
-		if (old->e[i].r == r)
+		if (old->e[i].p == p)
 			continue;
 		if (!placed && old->e[i].base > base) {
-			s->e[k++] = (struct entry){ base, base + r->size, r };
+			s->e[k++] = (struct entry){ base, base + size, p, kind };
 			placed = true;
 		}
 		s->e[k++] = old->e[i];
 	}
 	if (!placed)
-		s->e[k++] = (struct entry){ base, base + r->size, r };
+		s->e[k++] = (struct entry){ base, base + size, p, kind };
 	s->n = k;
 	atomic_store(&current, s);
 	synchronize();
@@ -135,17 +141,27 @@ static int update(struct vr_region *r, bool add)
 	return 0;
 }
 
+int vr_registry_add_kind(void *p, const void *base, size_t size, int kind)
+{
+	return update(p, (uintptr_t)base, size, kind, true);
+}
+
+void vr_registry_remove_any(void *p)
+{
+	/* on ENOMEM, leave the array as is but make the entry unreachable
+	 * is not possible without allocation: retry until memory frees up */
+	while (update(p, 0, 0, 0, false) < 0)
+		sched_yield();
+}
+
 int vr_registry_add(struct vr_region *r)
 {
-	return update(r, true);
+	return vr_registry_add_kind(r, r->base, r->size, VR_REG_REGION);
 }
 
 void vr_registry_remove(struct vr_region *r)
 {
-	/* on ENOMEM, leave the array as is but make the entry unreachable
-	 * is not possible without allocation: retry until memory frees up */
-	while (update(r, false) < 0)
-		sched_yield();
+	vr_registry_remove_any(r);
 }
 
 void vr_registry_atfork_prepare(void)
