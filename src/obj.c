@@ -694,8 +694,9 @@ static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
 				sched_yield();
 				continue;
 			}
+			/* the tail of the last page is discarded too; it has no object */
 			*o = vr_objs_at(ch, a);
-			return *o && (s & (OS_PURGED | OS_PINNED)) == OS_PURGED;
+			return (s & (OS_LIVE | OS_PURGED | OS_PINNED)) == (OS_LIVE | OS_PURGED);
 		}
 		if (PM_TAG(v) != PM_SLAB)
 			return false;
