@@ -141,5 +141,9 @@ int run_purge(void);
 int run_fault(void);
 int run_memory(void);
 int run_cache(const char *style);
+int run_objpair(void);
+/* floors shared by scenarios (s-markpair.c) */
+void bench_canary_pair(const char *scen);
+void bench_mutex_pair(const char *scen);
 
 #endif
