@@ -22,6 +22,7 @@
 #include "obj.h"
 
 static _Atomic unsigned next_log;
+static __thread uint64_t tls_age __attribute__((tls_model("initial-exec")));
 static __thread unsigned my_log __attribute__((tls_model("initial-exec")));
 
 unsigned vr_obj_log_index(void)
@@ -60,6 +61,8 @@ static struct vr_objs *objs_get(struct vr_ctx *c)
 		}
 		if (os) {
 			os->ctx = c;
+			/* ages in object states are relative to this (58 bits) */
+			os->age_base = vr_age_after(&tls_age) - 1;
 			pthread_mutex_init(&os->span_lock, NULL);
 			pthread_mutex_init(&os->rq_lock, NULL);
 			atomic_init(&os->rq_oldest, UINT64_MAX);
@@ -80,330 +83,11 @@ void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
 	if (!os)
 		return;
 	vr_objs_alloc_fini(os, inherited);
-	for (int i = 0; i < OBJ_NLOG; i++) {
-		free(os->logs[i].buf);
-		if (!inherited)
-			pthread_mutex_destroy(&os->logs[i].lock);
-	}
-	free(os->rq);
-	free(os->skipped);
-	if (!inherited) {
-		pthread_mutex_destroy(&os->rq_lock);
+	vr_obj_lru_fini(os, inherited);
+	if (!inherited)
 		pthread_mutex_destroy(&os->span_lock);
-	}
 	free(os);
 	atomic_store(&c->objs, NULL);
-}
-
-/* ---- LRU units and their validity ---- */
-static inline bool unit_large(uintptr_t u)
-{
-	return u & 1;
-}
-
-/* could this entry still be the unit's place in the LRU? (lock-free read
- * of type-stable memory) */
-static bool entry_live(const struct lentry *e)
-{
-	if (unit_large(e->unit)) {
-		struct vr_obj *o = (struct vr_obj *)(e->unit & ~(uintptr_t)1);
-		uint64_t s = atomic_load_explicit(&o->state, memory_order_relaxed);
-		return (s & OS_LIVE) && !(s & (OS_PINNED | OS_PURGED)) && os_age(s) == e->age;
-	}
-	struct vr_opage *p = (struct vr_opage *)e->unit;
-	return atomic_load_explicit(&p->youngest, memory_order_relaxed) == e->age &&
-	       !(atomic_load_explicit(&p->pw, memory_order_relaxed) & PG_DISCARDED);
-}
-
-/* ---- logs: rings of (unit, age), ages growing; lg->lock held ---- */
-static inline struct lentry *log_at(struct vr_olog *lg, size_t k)
-{
-	return &lg->buf[(lg->head + k) & (lg->cap - 1)];
-}
-
-static void log_publish(struct vr_olog *lg)
-{
-	atomic_store_explicit(&lg->oldest, lg->len ? log_at(lg, 0)->age : UINT64_MAX,
-			      memory_order_relaxed);
-}
-
-/* room for n more entries: drop stale entries, grow if still half full */
-static int log_reserve(struct vr_olog *lg, size_t n)
-{
-	if (lg->len + n <= lg->cap)
-		return 0;
-	size_t w = 0;
-	for (size_t k = 0; k < lg->len; k++) {
-		if (k + 8 < lg->len)
-			__builtin_prefetch((void *)(log_at(lg, k + 8)->unit & ~(uintptr_t)1));
-		struct lentry e = *log_at(lg, k);
-		if (entry_live(&e))
-			*log_at(lg, w++) = e;
-	}
-	lg->len = w;
-	log_publish(lg);
-	if (lg->len + n <= lg->cap / 2)
-		return 0;
-	size_t cap = lg->cap ? 2 * lg->cap : 64;
-	struct lentry *b = vr_malloc(cap * sizeof(*b));
-	if (!b)
-		return lg->len + n <= lg->cap ? 0 : -ENOMEM;
-	for (size_t k = 0; k < lg->len; k++)
-		b[k] = *log_at(lg, k);
-	free(lg->buf);
-	lg->buf = b;
-	lg->cap = cap;
-	lg->head = 0;
-	return 0;
-}
-
-static void log_push(struct vr_olog *lg, uintptr_t unit, uint64_t age)
-{
-	*log_at(lg, lg->len++) = (struct lentry){ unit, age };
-	if (lg->len == 1)
-		log_publish(lg);
-}
-
-/* ---- the requeue heap: units that got an age without an unpin ---- */
-static void rq_sift_down(struct lentry *h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		if (l < n && h[l].age < h[m].age)
-			m = l;
-		if (l + 1 < n && h[l + 1].age < h[m].age)
-			m = l + 1;
-		if (m == i)
-			return;
-		struct lentry t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
-}
-
-static void rq_publish(struct vr_objs *os)
-{
-	atomic_store(&os->rq_oldest, os->rq_len ? os->rq[0].age : UINT64_MAX);
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-	const struct lentry *x = a, *y = b;
-	if (x->unit != y->unit)
-		return x->unit < y->unit ? -1 : 1;
-	return x->age < y->age ? -1 : x->age > y->age;
-}
-
-static void rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age)
-{
-	pthread_mutex_lock(&os->rq_lock);
-	if (os->rq_len == os->rq_cap) {
-		/* drop stale entries and duplicates */
-		qsort(os->rq, os->rq_len, sizeof(*os->rq), cmp_entry);
-		size_t w = 0;
-		for (size_t k = 0; k < os->rq_len; k++)
-			if (entry_live(&os->rq[k]) &&
-			    (w == 0 || os->rq[w - 1].unit != os->rq[k].unit ||
-			     os->rq[w - 1].age != os->rq[k].age))
-				os->rq[w++] = os->rq[k];
-		os->rq_len = w;
-		for (size_t i = w / 2; i-- > 0;)
-			rq_sift_down(os->rq, w, i);
-		if (w >= os->rq_cap / 2) {
-			size_t cap = os->rq_cap ? 2 * os->rq_cap : 32;
-			struct lentry *b = vr_malloc(cap * sizeof(*b));
-			if (b) {
-				memcpy(b, os->rq, w * sizeof(*b));
-				free(os->rq);
-				os->rq = b;
-				os->rq_cap = cap;
-			}
-		}
-	}
-	if (os->rq_len < os->rq_cap) { /* else: no memory, the unit waits for its next unpin */
-		size_t i = os->rq_len++;
-		os->rq[i] = (struct lentry){ unit, age };
-		while (i > 0 && os->rq[(i - 1) / 2].age > os->rq[i].age) {
-			struct lentry t = os->rq[i];
-			os->rq[i] = os->rq[(i - 1) / 2];
-			os->rq[(i - 1) / 2] = t;
-			i = (i - 1) / 2;
-		}
-	}
-	rq_publish(os);
-	pthread_mutex_unlock(&os->rq_lock);
-}
-
-/* S21/S22 after a free: the page's age is its youngest unpinned object's
- * (class lock held, the caller holds one pin on p) */
-void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
-{
-	if ((atomic_load(&p->pw) & PG_COUNT) != 1)
-		return; /* another object is pinned: its unpin gives the age */
-	struct vr_slab *s = p->slab;
-	uint32_t lo, hi;
-	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
-	uint64_t age = 0;
-	bool unpurged = false;
-	for (uint32_t i = lo; i <= hi; i++) {
-		uint64_t st = atomic_load(&s->objs[i].state);
-		if (!(st & OS_LIVE))
-			continue;
-		if (os_age(st) > age)
-			age = os_age(st);
-		unpurged |= !(st & OS_PURGED);
-	}
-	if (!unpurged)
-		return; /* no unit */
-	/* the page's log entry may have been dropped while the page held a
-	 * pin (this free's own, or the freed object's): always requeue */
-	atomic_store(&p->youngest, age);
-	rq_push(os, (uintptr_t)p, age);
-}
-
-/* ---- purging one unit (purge_lock held) ---- */
-static void gauge_purged(struct vr_ctx *c, size_t size)
-{
-	struct vr_shard *sh = my_shard(c);
-	atomic_fetch_sub_explicit(&sh->volatile_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&sh->purged_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
-}
-
-static int64_t purge_large(struct vr_objs *os, struct vr_obj *o, uint64_t age)
-{
-	uint64_t s = atomic_load(&o->state);
-	if (!(s & OS_LIVE) || (s & (OS_PINNED | OS_PURGED | OS_PURGING)) || os_age(s) != age ||
-	    !atomic_compare_exchange_strong(&o->state, &s, s | OS_PURGING))
-		return 0;
-	size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
-	int err = vr_objs_discard(os, o->home, o->ptr, len);
-	if (err < 0) {
-		atomic_store(&o->state, s);
-		return err;
-	}
-	atomic_store(&o->state, s | OS_PURGED);
-	gauge_purged(os->ctx, obj_size(o));
-	return (int64_t)len;
-}
-
-static int64_t purge_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
-{
-	uint32_t z = 0;
-	if (atomic_load(&p->youngest) != age ||
-	    !atomic_compare_exchange_strong(&p->pw, &z, PG_PURGING))
-		return 0;
-	/* claimed: no object on the page is pinned, allocated or freed now */
-	struct vr_slab *s = p->slab;
-	size_t pi = (size_t)(p - s->pages);
-	uint32_t lo, hi;
-	vr_slab_page_slots(s, pi, &lo, &hi);
-	bool any = false;
-	for (uint32_t i = lo; i <= hi && !any; i++) {
-		uint64_t st = atomic_load(&s->objs[i].state);
-		any = (st & OS_LIVE) && !(st & OS_PURGED);
-	}
-	int64_t got = 0;
-	if (any && atomic_load(&p->youngest) == age) {
-		got = vr_objs_discard(os, s->chunk, s->base + (pi << vr_page_shift()), pgsz());
-		if (got == 0) {
-			for (uint32_t i = lo; i <= hi; i++) {
-				struct vr_obj *o = &s->objs[i];
-				uint64_t st = atomic_load(&o->state);
-				if ((st & OS_LIVE) && !(st & OS_PURGED)) {
-					atomic_fetch_or(&o->state, OS_PURGED);
-					gauge_purged(os->ctx, obj_size(o));
-				}
-			}
-			atomic_fetch_or(&p->pw, PG_DISCARDED);
-			got = (int64_t)pgsz();
-		}
-	}
-	atomic_fetch_and(&p->pw, ~PG_PURGING);
-	return got;
-}
-
-static int64_t purge_unit(struct vr_objs *os, const struct lentry *e)
-{
-	int64_t got = unit_large(e->unit)
-			      ? purge_large(os, (struct vr_obj *)(e->unit & ~(uintptr_t)1), e->age)
-			      : purge_page(os, (struct vr_opage *)e->unit, e->age);
-	if (got > 0) {
-		atomic_fetch_add_explicit(&os->ctx->reclaimed_bytes, (uint64_t)got,
-					  memory_order_relaxed);
-		vr_dbg("purged object unit %p: %lld bytes reclaimed", (void *)e->unit,
-		       (long long)got);
-	} else if (got < 0) {
-		atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
-		vr_dbg("object purge skipped: unit %p: %s", (void *)e->unit, strerror((int)-got));
-		if (os->nskipped == os->cap_skipped) {
-			size_t cap = os->cap_skipped ? 2 * os->cap_skipped : 16;
-			struct lentry *b = realloc(os->skipped, cap * sizeof(*b));
-			if (!b)
-				return 0; /* the unit waits for its next unpin */
-			os->skipped = b;
-			os->cap_skipped = cap;
-		}
-		os->skipped[os->nskipped++] = *e; /* keeps its place (S8) */
-		return 0;
-	}
-	return got;
-}
-
-/* ---- purge sources for purge.c (ctx->purge_lock held) ---- */
-size_t vr_obj_nsources(struct vr_ctx *c)
-{
-	return atomic_load(&c->objs) ? OBJ_NLOG + 1 : 0;
-}
-
-uint64_t vr_obj_src_oldest(struct vr_ctx *c, size_t i)
-{
-	struct vr_objs *os = atomic_load(&c->objs);
-	return i < OBJ_NLOG ? atomic_load_explicit(&os->logs[i].oldest, memory_order_relaxed)
-			    : atomic_load(&os->rq_oldest);
-}
-
-int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i)
-{
-	struct vr_objs *os = atomic_load(&c->objs);
-	struct lentry e;
-	if (i < OBJ_NLOG) {
-		struct vr_olog *lg = &os->logs[i];
-		pthread_mutex_lock(&lg->lock);
-		if (!lg->len) {
-			pthread_mutex_unlock(&lg->lock);
-			return 0;
-		}
-		e = *log_at(lg, 0);
-		lg->head = (lg->head + 1) & (lg->cap - 1);
-		lg->len--;
-		log_publish(lg);
-		pthread_mutex_unlock(&lg->lock);
-	} else {
-		pthread_mutex_lock(&os->rq_lock);
-		if (!os->rq_len) {
-			pthread_mutex_unlock(&os->rq_lock);
-			return 0;
-		}
-		e = os->rq[0];
-		os->rq[0] = os->rq[--os->rq_len];
-		rq_sift_down(os->rq, os->rq_len, 0);
-		rq_publish(os);
-		pthread_mutex_unlock(&os->rq_lock);
-	}
-	return purge_unit(os, &e);
-}
-
-/* the units skipped by this purge keep their place for the next one */
-void vr_obj_purge_done(struct vr_ctx *c)
-{
-	struct vr_objs *os = atomic_load(&c->objs);
-	if (!os)
-		return;
-	for (size_t k = 0; k < os->nskipped; k++)
-		rq_push(os, os->skipped[k].unit, os->skipped[k].age);
-	os->nskipped = 0;
 }
 
 /* ---- public calls ---- */
@@ -508,22 +192,21 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	if (err < 0 || !(s & OS_PINNED))
 		return err;
 	struct vr_objs *os = obj_objs(o, s);
-	struct vr_olog *lg = &os->logs[vr_obj_log_index()];
-	pthread_mutex_lock(&lg->lock);
-	if (log_reserve(lg, 2) < 0) {
-		pthread_mutex_unlock(&lg->lock);
-		return -ENOMEM;
-	}
-	uint64_t t = vr_age_after(&lg->last_age);
-	uint64_t keep = (1u << OS_AGE_SHIFT) - 1 - OS_PINNED;
+	uint64_t t = vr_age_after(&tls_age);
+	uint64_t rel = (t - os->age_base) << OS_AGE_SHIFT;
+	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
+	bool large = s & OS_LARGE;
 	do {
-		if (!(s & OS_PINNED)) { /* another thread unpinned it */
-			pthread_mutex_unlock(&lg->lock);
-			return 0;
-		}
-	} while (!atomic_compare_exchange_weak(&o->state, &s, (s & keep) | t << OS_AGE_SHIFT));
-	if (s & OS_LARGE) {
-		log_push(lg, (uintptr_t)o | 1, t);
+		if (!(s & OS_PINNED))
+			return 0; /* another thread unpinned it */
+	} while (!atomic_compare_exchange_weak(
+		&o->state, &s, (s & flags & ~(uint64_t)OS_PINNED) | rel | (large ? OS_QUEUED : 0)));
+	/* an entry is appended only when the unit has none (QUEUED was
+	 * clear): the intact pin+unpin pair touches no log and takes no lock */
+	if (large) {
+		if (!(s & OS_QUEUED) && vr_obj_lru_append(os, (uintptr_t)o | 1, t) < 0)
+			atomic_fetch_and(&o->state,
+					 ~(uint64_t)OS_QUEUED); /* next unpin tries again */
 	} else {
 		struct vr_opage *p;
 		unsigned n;
@@ -534,11 +217,13 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 			uint64_t y = atomic_load(&p[i].youngest);
 			while (y < t && !atomic_compare_exchange_weak(&p[i].youngest, &y, t))
 				;
-			vr_opage_drop(&p[i]);
-			log_push(lg, (uintptr_t)&p[i], t);
+			uint32_t w = atomic_load(&p[i].pw);
+			while (!atomic_compare_exchange_weak(&p[i].pw, &w, (w - 1) | PG_QUEUED))
+				;
+			if (!(w & PG_QUEUED) && vr_obj_lru_append(os, (uintptr_t)&p[i], t) < 0)
+				atomic_fetch_and(&p[i].pw, ~PG_QUEUED);
 		}
 	}
-	pthread_mutex_unlock(&lg->lock);
 	struct vr_ctx *c = os->ctx;
 	atomic_fetch_add_explicit(&my_shard(c)->volatile_bytes, obj_size(o), memory_order_relaxed);
 	enforce_limit(c);
@@ -620,6 +305,14 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 	atomic_fetch_sub_explicit(&sh->volatile_bytes, obj_size(o), memory_order_relaxed);
 	return VR_INTACT;
 undo:
+	if (err < 0) { /* nothing changed, but a purge may have dropped the
+			* entry of a page while we held it */
+		struct vr_class *cl = p->slab->cls;
+		pthread_mutex_lock(&cl->lock);
+		for (unsigned i = 0; i < n; i++)
+			vr_obj_page_requeue(os, &p[i]);
+		pthread_mutex_unlock(&cl->lock);
+	}
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_drop(&p[i]);
 	return err;

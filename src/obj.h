@@ -25,30 +25,44 @@
  *   valid memory and validate what they read.
  *
  * STATE (o->state, one atomic word: age << OS_AGE_SHIFT | flags)
- *   LIVE, PINNED, PURGED, LARGE, PURGING (large objects only).
+ *   LIVE, PINNED, PURGED, LARGE, PURGING and QUEUED (large objects only).
  *   pin/unpin/free change it with compare-and-swap; nothing else locks.
+ *   The age is kept relative to the arena's age_base (58 bits: 9 years of
+ *   nanoseconds); log entries carry full ages.
  *
  * PAGES OF SMALL OBJECTS (struct vr_opage)
  *   pw = number of pins held on objects overlapping the page (a pin, an
  *   allocation in progress or a free in progress each hold one) |
- *   PG_PURGING | PG_DISCARDED.  The purger claims a page by CAS of pw from
+ *   PG_PURGING | PG_DISCARDED | PG_QUEUED.  The purger claims a page by CAS of pw from
  *   0 to PG_PURGING: it can only succeed when no object on the page is
  *   pinned, and a pin that arrives meanwhile increments pw and waits for
  *   PG_PURGING to clear, then sees PURGED in its object's state (set
  *   before the clear).  Large objects do the same with OS_PURGING in the
  *   object's own state word.
  *
- * LRU
+ * LRU (exact S8 order, with lazy entries)
  *   Units are large objects and pages of small objects.  An unpin stamps
- *   the unit with an age (vr_age_after, comparable with the ages of
- *   ranges) and appends (unit, age) to one of OBJ_NLOG logs (a thread
- *   always uses the same one), under that log's lock; ages in a log only
- *   grow.  A pin only changes the object's state: the log entry goes
- *   stale and is dropped when the purger (or a compaction) meets it.  The
- *   purge engine merges the logs' heads by age with the regions' LRUs.
- *   Units whose age changes without an unpin (a free leaves a page whose
- *   other objects are unpinned, a purge skipped a unit) go to the
- *   requeue heap, one more source ordered by age.
+ *   the unit with its age (vr_age_after, comparable with the ages of
+ *   ranges: a page's age is the largest of its objects').  A unit has an
+ *   entry (unit, age) in the LRU when QUEUED is set in its state word;
+ *   an unpin that finds QUEUED clear sets it and appends an entry to one
+ *   of OBJ_NLOG logs (a thread always uses the same one; ages in a log
+ *   grow), under that log's lock.  An unpin that finds QUEUED set appends
+ *   nothing and takes no lock: the entry it has is older than the unit
+ *   now, which is allowed -- an entry's age is a lower bound of its
+ *   unit's.  A pin changes nothing but the object's state.  So a pin+unpin
+ *   pair of an intact object touches no log at all, and the logs never
+ *   hold more than about one entry per unit.
+ *   The purge engine merges the logs' heads by age with the regions'
+ *   LRUs and the requeue heap.  For the oldest entry (unit, a) it reads
+ *   the unit: younger than a (unpinned again since) -> the entry moves to
+ *   the requeue heap with the unit's true age (a lazy decrease-key: when
+ *   it comes up again it is in its exact place); pinned, purged or gone
+ *   -> the entry is dropped and QUEUED cleared in the same compare-and-
+ *   swap (so the next unpin appends again); exactly a -> it is the
+ *   oldest unit of all: purge it.  Units whose age changes without an
+ *   unpin (a free leaves a page whose other objects are unpinned, a
+ *   purge skipped a unit) are pushed on the requeue heap as well.
  *
  * LOCKS (nesting order)
  *   ctx->purge_lock -> log lock | requeue lock (leaves)
@@ -70,7 +84,8 @@
 #define OS_PURGED 0x4u
 #define OS_LARGE 0x8u
 #define OS_PURGING 0x10u
-#define OS_AGE_SHIFT 5
+#define OS_QUEUED 0x20u
+#define OS_AGE_SHIFT 6
 static inline uint64_t os_age(uint64_t s)
 {
 	return s >> OS_AGE_SHIFT;
@@ -86,7 +101,8 @@ static inline uint64_t os_age(uint64_t s)
 /* opage->pw */
 #define PG_PURGING 0x80000000u
 #define PG_DISCARDED 0x40000000u
-#define PG_COUNT 0x3fffffffu
+#define PG_QUEUED 0x20000000u
+#define PG_COUNT 0x1fffffffu
 
 struct vr_objs;
 struct vr_slab;
@@ -148,8 +164,7 @@ struct lentry {
 struct vr_olog {
 	pthread_mutex_t lock;
 	struct lentry *buf; /* ring of cap entries, len from head */
-	size_t cap, head, len, keep;
-	uint64_t last_age;
+	size_t cap, head, len;
 	_Atomic uint64_t oldest; /* head's age or UINT64_MAX (hint) */
 	_Atomic int64_t objects; /* VR_STAT_OBJECTS share */
 } __attribute__((aligned(64)));
@@ -171,13 +186,14 @@ struct vr_objs {
 	struct vr_olog logs[OBJ_NLOG];
 	pthread_mutex_t rq_lock; /* the requeue heap */
 	struct lentry *rq;
-	size_t rq_len, rq_cap, rq_keep;
+	size_t rq_len, rq_cap;
 	_Atomic uint64_t rq_oldest;
 	struct lentry *skipped; /* units skipped by the running purge; purge_lock */
 	size_t nskipped, cap_skipped;
 	_Atomic(vr_obj_fault_fn) fault_fn;
 	_Atomic(void *) fault_arg;
 	_Atomic uint64_t trap_gen; /* bumped by every arm/disarm */
+	uint64_t age_base;         /* immutable: ages in states are relative */
 };
 
 static inline size_t obj_size(const struct vr_obj *o)
@@ -227,10 +243,16 @@ static inline void vr_opage_drop(struct vr_opage *p)
 /* the slots of slab s overlapping page index pi: [*lo, *hi] */
 void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32_t *hi) _nonnull_();
 
-/* ---- obj.c ---- */
+/* ---- obj-lru.c ---- */
 /* page p (class lock held, one pin held by the caller) may have become a
  * unit with another age: recompute its age and requeue it */
 void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p) _nonnull_();
+/* an entry for a unit whose QUEUED the caller just set; 0 or -ENOMEM */
+int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
+void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
+void vr_obj_lru_fini(struct vr_objs *os, bool inherited) _nonnull_();
+
+/* ---- obj.c ---- */
 /* the thread's log index */
 unsigned vr_obj_log_index(void);
 

@@ -111,21 +111,51 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
 	return vr_ctx_gauge(c, VR_G_VOLATILE) <= n;
 }
 
-/* one step on an object LRU source at the heap's top: purge its oldest
- * unit if no other source holds an older one (obj.c validates the unit);
- * returns the bytes reclaimed */
-static uint64_t obj_step(struct vr_ctx *c, struct cand *h, size_t *nh)
+/* Object LRU sources (obj.c) in the heap: one step at the heap's top
+ * purges its oldest unit if no other source holds an older one (obj.c
+ * validates the unit) and returns the bytes reclaimed.  A step may move
+ * an entry to another object source (obj.c's requeue heap), so sources
+ * that were empty are looked at again after each step; *in has a bit per
+ * object source present in the heap. */
+static void sift_up(struct cand *h, size_t i)
 {
-	uint64_t age = vr_obj_src_oldest(c, h[0].src), got = 0;
+	while (i > 0 && h[(i - 1) / 2].age > h[i].age) {
+		struct cand t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static void obj_fill(struct vr_ctx *c, struct cand *h, size_t *nh, uint64_t *in)
+{
+	size_t nobj = vr_obj_nsources(c);
+	for (size_t i = 0; i < nobj; i++) {
+		uint64_t age;
+		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(c, i)) == UINT64_MAX)
+			continue;
+		h[*nh] = (struct cand){ age, NULL, i };
+		sift_up(h, (*nh)++);
+		*in |= 1ull << i;
+	}
+}
+
+static uint64_t obj_step(struct vr_ctx *c, struct cand *h, size_t *nh, uint64_t *in)
+{
+	size_t src = h[0].src;
+	uint64_t age = vr_obj_src_oldest(c, src), got = 0;
 	bool stale = *nh > 1 && (age > h[1].age || (*nh > 2 && age > h[2].age));
 	if (age != UINT64_MAX && !stale) {
-		got = (uint64_t)vr_obj_src_purge(c, h[0].src);
-		age = vr_obj_src_oldest(c, h[0].src);
+		got = (uint64_t)vr_obj_src_purge(c, src);
+		age = vr_obj_src_oldest(c, src);
 	}
 	h[0].age = age;
-	if (age == UINT64_MAX)
+	if (age == UINT64_MAX) {
 		h[0] = h[--*nh];
+		*in &= ~(1ull << src);
+	}
 	sift_down(h, *nh, 0);
+	obj_fill(c, h, nh, in);
 	return got;
 }
 
@@ -174,18 +204,15 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			h[nh++] = (struct cand){ age, r, 0 };
 	}
 	pthread_mutex_unlock(&c->lock);
-	for (size_t i = 0; i < nobj; i++) {
-		uint64_t age = vr_obj_src_oldest(c, i);
-		if (age != UINT64_MAX)
-			h[nh++] = (struct cand){ age, NULL, i };
-	}
+	uint64_t in = 0; /* object sources in the heap (at most 64) */
 	for (size_t i = nh / 2; i-- > 0;)
 		sift_down(h, nh, i);
+	obj_fill(c, h, &nh, &in);
 
 	while (nh > 0 && !goal_met(c, goal, n, reclaimed)) {
 		struct vr_region *r = h[0].r;
 		if (!r) {
-			reclaimed += obj_step(c, h, &nh);
+			reclaimed += obj_step(c, h, &nh, &in);
 			continue;
 		}
 		vr_region_lock(r);
