@@ -157,6 +157,8 @@ static int cmp_entry(const void *a, const void *b)
 /* full heap: keep one entry (the oldest) per unit that needs one */
 static void rq_compact(struct vr_objs *os)
 {
+	if (!os->rq_len)
+		return;
 	qsort(os->rq, os->rq_len, sizeof(*os->rq), cmp_entry);
 	size_t w = 0;
 	for (size_t k = 0; k < os->rq_len; k++) {
@@ -180,7 +182,8 @@ void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age)
 			size_t cap = os->rq_cap ? 2 * os->rq_cap : 32;
 			struct lentry *b = vr_malloc(cap * sizeof(*b));
 			if (b) {
-				memcpy(b, os->rq, os->rq_len * sizeof(*b));
+				if (os->rq_len)
+					memcpy(b, os->rq, os->rq_len * sizeof(*b));
 				free(os->rq);
 				os->rq = b;
 				os->rq_cap = cap;
