@@ -269,14 +269,15 @@ static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age)
 		if (atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING))
 			break;
 	}
-	size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
+	/* claimed: the object cannot be freed until the claim is released */
+	size_t size = obj_size(o), len = ((size - 1) | (pgsz() - 1)) + 1;
 	int err = vr_objs_discard(os, o->home, o->ptr, len);
 	if (err < 0) {
 		atomic_store(&o->state, s);
 		return err;
 	}
+	gauge_purged(os->ctx, size);
 	atomic_store(&o->state, (s | OS_PURGED) & ~(uint64_t)OS_QUEUED);
-	gauge_purged(os->ctx, obj_size(o));
 	return (int64_t)len;
 }
 

@@ -939,7 +939,7 @@ static void scenario_objects(void)
 {
 	uint64_t seed = vt_get_seed("test-model objects");
 	static uint8_t prog[4096];
-	for (int k = 0; k < 150; k++) {
+	for (int k = 0; k < 60; k++) {
 		struct vt_rng r;
 		vt_seed(&r, seed + (uint64_t)k);
 		for (size_t j = 0; j < sizeof(prog); j += 8) {

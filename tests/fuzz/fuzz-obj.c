@@ -56,14 +56,14 @@ int main(int argc, char **argv)
 	/* and pseudo-random programs */
 	uint64_t s = 0x2545F4914F6CDD1Dull;
 	static uint8_t buf[4096];
-	for (int k = 0; k < 200; k++) {
+	for (int k = 0; k < 40; k++) {
 		for (size_t j = 0; j < sizeof(buf); j++) {
 			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
 			buf[j] = (uint8_t)s;
 		}
 		LLVMFuzzerTestOneInput(buf, sizeof(buf));
 	}
-	printf("replayed %d corpus files and 200 generated programs\n", files);
+	printf("replayed %d corpus files and 40 generated programs\n", files);
 	return 0;
 }
 #endif
