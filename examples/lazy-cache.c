@@ -3,16 +3,18 @@
  * lazy-cache.c - a cache read without pinning: purged data is rebuilt in
  * the fault handler
  *
- * Shows: the lazy style of libvrange, with objects.  The cache holds
- * decompressed blocks of a (synthetic) file, one object each.  Blocks
- * stay unpinned all the time and readers read them directly, without
- * vr_obj_pin() around the read.  When a reader touches a page that a
- * purge discarded, the library calls the ctx's object fault handler
- * (vr_ctx_set_obj_fault_handler) in that thread with the object; the
- * handler pins it, decompresses the block again, unpins it and returns
- * VR_FAULT_RETRY, and the read goes on as if nothing had happened.
- * Without a handler the reader would get SIGBUS.  (Regions have the same
- * style through vr_region_set_fault_handler().)
+ * Shows: the lazy style of libvrange.  The cache holds decompressed blocks
+ * of a (synthetic) file.  Blocks stay volatile all the time and readers
+ * read them directly, without vr_unmark() around the read.  When a reader
+ * touches a page that a purge discarded, the library calls the region's
+ * fault handler (vr_region_set_fault_handler) in that thread; the handler
+ * decompresses the block again into a buffer, writes it into the still
+ * trapped pages with vr_region_fill(), unmarks the range (which restores
+ * access), marks it volatile again and returns VR_FAULT_RETRY, and the
+ * read goes on as if nothing had happened.  Other threads touching the
+ * block meanwhile wait for the handler and then read the rebuilt data:
+ * nobody ever reads zeros, and each purge costs one rebuild.  Without a
+ * handler the reader would get SIGBUS.
  *
  * Rules for this style (see the README):
  *   - the handler runs in signal context; it may call vr_* functions;
@@ -20,8 +22,10 @@
  *     of one read, so the data must be rebuilt exactly as it was (this
  *     example decompresses deterministically), or the reader must pin it;
  *   - system calls that read discarded pages (write(fd, block, n)) fail
- *     with EFAULT instead of faulting: pin with vr_obj_pin() before
+ *     with EFAULT instead of faulting: pin with vr_unmark() before
  *     handing volatile memory to the kernel.
+ * Blocks are separated by an untouched gap page so that each is its own
+ * range (adjacent volatile ranges coalesce, and a range is purged whole).
  *
  * Build (installed library):
  *   cc -o lazy-cache lazy-cache.c $(pkg-config --cflags --libs libvrange)
@@ -35,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <vrange.h>
 
@@ -43,7 +48,8 @@
 #define READS_PER_ROUND 200
 #define ROUNDS 6
 
-static struct vr_obj *blocks[NBLOCKS];
+static size_t slot;                     /* BLOCK_BYTES + one gap page */
+static uint8_t scratch[BLOCK_BYTES];    /* one handler runs per block at a time */
 static volatile unsigned long rebuilds; /* fault handler calls that rebuilt a block */
 
 /* the "decompressor": block id's bytes, deterministic, never all zero */
@@ -71,20 +77,26 @@ static bool block_ok(unsigned id, const uint8_t *p)
 	return true;
 }
 
-/* The fault handler: o is the purged object whose page the reader touched */
-static int rebuild(struct vr_obj *o, void *fault_addr, void *arg)
+/*
+ * The fault handler: [off, off + len) is the purged range that holds the
+ * page the reader touched; here that is always one whole block.
+ */
+static int rebuild(struct vr_region *r, size_t off, size_t len, void *fault_addr, void *arg)
 {
 	(void)fault_addr;
 	(void)arg;
-	unsigned id = 0;
-	while (id < NBLOCKS && blocks[id] != o)
-		id++;
-	if (id == NBLOCKS)
-		return VR_FAULT_SIGBUS; /* not an object of this cache */
-	if (vr_obj_pin(o) < 0)          /* restores access; returns VR_PURGED */
+	unsigned id = (unsigned)(off / slot);
+	if (off % slot != 0 || len != BLOCK_BYTES || id >= NBLOCKS)
+		return VR_FAULT_SIGBUS; /* not a range this cache made */
+	/* fill first, through the memfd, while the pages still trap; this
+	 * reader is single-threaded, a threaded one would use a per-thread
+	 * buffer (handlers of different blocks may run at once) */
+	decompress(id, scratch);
+	if (vr_region_fill(r, off, scratch, len) < 0)
 		return VR_FAULT_SIGBUS;
-	decompress(id, vr_obj_ptr(o));
-	if (vr_obj_unpin(o) < 0) /* volatile again, now the youngest */
+	if (vr_unmark(r, off, len) < 0) /* restores access; returns VR_PURGED */
+		return VR_FAULT_SIGBUS;
+	if (vr_mark(r, off, len) < 0) /* volatile again, now the youngest */
 		return VR_FAULT_SIGBUS;
 	rebuilds++;
 	return VR_FAULT_RETRY;
@@ -101,16 +113,19 @@ static void check(bool ok, const char *what)
 int main(void)
 {
 	struct vr_ctx *ctx;
+	struct vr_region *r;
 	uint64_t seed = 7;
 
+	slot = BLOCK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
 	check(vr_ctx_new(0, &ctx) == 0, "vr_ctx_new");
-	check(vr_ctx_set_obj_fault_handler(ctx, rebuild, NULL) == 0, "set_obj_fault_handler");
+	check(vr_region_new(ctx, "lazy-cache", NBLOCKS * slot, 0, &r) == 0, "vr_region_new");
+	check(vr_region_set_fault_handler(r, rebuild, NULL) == 0, "set_fault_handler");
+	uint8_t *base = vr_region_base(r);
 
-	/* fill the cache once; from now on every block is unpinned */
+	/* fill the cache once; from now on every block is volatile */
 	for (unsigned id = 0; id < NBLOCKS; id++) {
-		check(vr_obj_new(ctx, BLOCK_BYTES, 0, &blocks[id]) == 0, "vr_obj_new");
-		decompress(id, vr_obj_ptr(blocks[id]));
-		check(vr_obj_unpin(blocks[id]) == 0, "vr_obj_unpin");
+		decompress(id, base + id * slot);
+		check(vr_mark(r, id * slot, BLOCK_BYTES) == VR_INTACT, "vr_mark");
 	}
 	printf("lazy cache: %u blocks of %zu KiB, volatile at rest, rebuilt in the fault handler\n",
 	       NBLOCKS, BLOCK_BYTES / 1024);
@@ -126,8 +141,8 @@ int main(void)
 			unsigned id = (unsigned)(seed >> 33) % NBLOCKS;
 			distinct += !seen[id];
 			seen[id] = true;
-			/* a plain read of unpinned memory: no vr_obj_pin() */
-			check(block_ok(id, vr_obj_ptr(blocks[id])), "block data after read");
+			/* a plain read of volatile memory: no vr_unmark() */
+			check(block_ok(id, base + id * slot), "block data after read");
 		}
 		unsigned long faults = rebuilds - f0;
 		/* after a critical purge every block read must have been rebuilt */
@@ -153,6 +168,6 @@ int main(void)
 	       ROUNDS * READS_PER_ROUND, rebuilds, stat_faults);
 	check(rebuilds > 0, "some block was rebuilt");
 	check(stat_faults == rebuilds, "one handler call per fault");
-	vr_ctx_destroy(ctx); /* frees the blocks */
+	vr_ctx_destroy(ctx);
 	return 0;
 }

@@ -311,7 +311,7 @@ static void span_free(struct vr_objs *os, struct vr_chunk *ch, size_t page, size
 /* ---- discard / restore (purge.c's order: trap first, then punch) ---- */
 int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len)
 {
-	atomic_fetch_add(&os->trap_gen, 1);
+	atomic_store(&os->trap_gen, vr_trap_gen_next());
 	int err = vr_trap_arm(p, len);
 	if (err < 0)
 		return err;
@@ -326,7 +326,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
 {
-	atomic_fetch_add(&os->trap_gen, 1);
+	atomic_store(&os->trap_gen, vr_trap_gen_next());
 	return vr_trap_disarm(p, len);
 }
 
@@ -394,10 +394,10 @@ static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err
 	s->pages = (struct vr_opage *)((uint8_t *)s + off_pages);
 	s->objs = (struct vr_obj *)((uint8_t *)s + off_objs);
 	size_t page;
-	pthread_mutex_lock(&os->span_lock);
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	*err = span_alloc(os, c->npages, &s->chunk, &page);
 	if (*err < 0) {
-		pthread_mutex_unlock(&os->span_lock);
+		vr_unlock(&os->span_lock);
 		free(s);
 		return NULL;
 	}
@@ -418,7 +418,7 @@ static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err
 		s->freemap[i / 64] |= 1ull << (i % 64);
 	}
 	map_set(s->chunk, page, c->npages, (uintptr_t)s | PM_SLAB);
-	pthread_mutex_unlock(&os->span_lock);
+	vr_unlock(&os->span_lock);
 	return s;
 }
 
@@ -463,9 +463,9 @@ int vr_objs_restore_small(struct vr_objs *os, struct vr_obj *o)
 	unsigned n;
 	obj_pages(o, &p, &n);
 	struct vr_class *c = p->slab->cls;
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
 	int err = restore_pages(os, p, n);
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 	return err;
 }
 
@@ -473,7 +473,7 @@ static int alloc_small(struct vr_objs *os, size_t size, uint64_t gen, struct vr_
 {
 	struct vr_class *c = class_of(os, size);
 	int err = 0;
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
 	struct vr_slab *s = c->partial;
 	if (!s) {
 		s = slab_new(os, c, &err);
@@ -509,13 +509,13 @@ static int alloc_small(struct vr_objs *os, size_t size, uint64_t gen, struct vr_
 	if (!dirty)
 		s->fresh = slot + 1;
 	atomic_store(&o->state, OS_LIVE | OS_PINNED);
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 	if (dirty) /* pinned: no purge can discard these pages now */
 		memset(o->ptr, 0, size);
 	*out = o;
 	return 0;
 out:
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 	return err;
 }
 
@@ -527,7 +527,7 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 	size_t np = (size + pgsz() - 1) >> vr_page_shift();
 	struct vr_chunk *ch;
 	size_t page;
-	pthread_mutex_lock(&os->span_lock);
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	struct vr_obj *o = handle_get(os);
 	int err = o ? span_alloc(os, np, &ch, &page) : -ENOMEM;
 	if (err < 0) {
@@ -535,7 +535,7 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 			o->home = os->free_handles;
 			os->free_handles = o;
 		}
-		pthread_mutex_unlock(&os->span_lock);
+		vr_unlock(&os->span_lock);
 		return err;
 	}
 	o->ptr = ch->base + (page << vr_page_shift());
@@ -543,7 +543,7 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 	o->size_gen = (uint64_t)size << 16 | gen;
 	atomic_store(&o->state, OS_LIVE | OS_PINNED | OS_LARGE);
 	map_set(ch, page, np, (uintptr_t)o | PM_LARGE);
-	pthread_mutex_unlock(&os->span_lock);
+	vr_unlock(&os->span_lock);
 	*out = o;
 	return 0;
 }
@@ -558,7 +558,7 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 		reusable = vr_objs_restore(os, o->ptr, len) == 0; /* else: stays trapped */
 	else
 		punch(ch, o->ptr, len);
-	pthread_mutex_lock(&os->span_lock);
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	atomic_store(&o->state, 0);
 	size_t page = (size_t)(o->ptr - ch->base) >> vr_page_shift();
 	if (reusable)
@@ -567,7 +567,7 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 		map_set(ch, page, len >> vr_page_shift(), 0);
 	o->home = os->free_handles;
 	os->free_handles = o;
-	pthread_mutex_unlock(&os->span_lock);
+	vr_unlock(&os->span_lock);
 }
 
 /* small: the caller holds one pin on each page of o */
@@ -583,7 +583,7 @@ void vr_objs_release(struct vr_objs *os, struct vr_obj *o)
 	obj_pages(o, &p, &n);
 	struct vr_slab *sl = p->slab;
 	struct vr_class *c = sl->cls;
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
 	atomic_store(&o->state, 0);
 	uint32_t slot = (uint32_t)(o - sl->objs);
 	sl->freemap[slot / 64] |= 1ull << (slot % 64);
@@ -602,7 +602,7 @@ void vr_objs_release(struct vr_objs *os, struct vr_obj *o)
 			vr_obj_page_requeue(os, &p[i]);
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 }
 
 struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t a)

@@ -112,14 +112,14 @@ static int log_reserve(struct vr_olog *lg)
 int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age)
 {
 	struct vr_olog *lg = &os->logs[vr_obj_log_index()];
-	pthread_mutex_lock(&lg->lock);
+	vr_lock(&lg->lock, VR_RANK_OBJ_LRU);
 	int err = log_reserve(lg);
 	if (err == 0) {
 		*log_at(lg, lg->len++) = (struct lentry){ unit, age };
 		if (lg->len == 1)
 			log_publish(lg);
 	}
-	pthread_mutex_unlock(&lg->lock);
+	vr_unlock(&lg->lock);
 	return err;
 }
 
@@ -173,23 +173,42 @@ static void rq_compact(struct vr_objs *os)
 		rq_sift_down(os->rq, w, i);
 }
 
+/* room for n entries, outside the purge path (vr_obj_new): a purge never
+ * allocates, and the heap never needs more than one entry per unit */
+int vr_obj_rq_reserve(struct vr_objs *os, size_t n)
+{
+	vr_lock(&os->rq_lock, VR_RANK_OBJ_LRU);
+	size_t cap = os->rq_cap;
+	vr_unlock(&os->rq_lock);
+	if (cap >= n)
+		return 0;
+	cap = cap ? cap : 64;
+	while (cap < n)
+		cap *= 2;
+	struct lentry *b = vr_malloc(cap * sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	vr_lock(&os->rq_lock, VR_RANK_OBJ_LRU);
+	if (os->rq_cap < cap) {
+		if (os->rq_len)
+			memcpy(b, os->rq, os->rq_len * sizeof(*b));
+		struct lentry *old = os->rq;
+		os->rq = b;
+		os->rq_cap = cap;
+		b = old;
+	}
+	vr_unlock(&os->rq_lock);
+	free(b);
+	return 0;
+}
+
+/* allocates nothing: a full heap is compacted (one entry per unit that
+ * needs one, and there is room for one per object) */
 void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age)
 {
-	pthread_mutex_lock(&os->rq_lock);
-	if (os->rq_len == os->rq_cap) {
+	vr_lock(&os->rq_lock, VR_RANK_OBJ_LRU);
+	if (os->rq_len == os->rq_cap)
 		rq_compact(os);
-		if (os->rq_len >= os->rq_cap / 2) {
-			size_t cap = os->rq_cap ? 2 * os->rq_cap : 32;
-			struct lentry *b = vr_malloc(cap * sizeof(*b));
-			if (b) {
-				if (os->rq_len)
-					memcpy(b, os->rq, os->rq_len * sizeof(*b));
-				free(os->rq);
-				os->rq = b;
-				os->rq_cap = cap;
-			}
-		}
-	}
 	if (os->rq_len < os->rq_cap) {
 		size_t i = os->rq_len++;
 		os->rq[i] = (struct lentry){ unit, age };
@@ -200,14 +219,15 @@ void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age)
 			i = (i - 1) / 2;
 		}
 	} else {
-		/* no memory: drop QUEUED, so that the unit's next unpin appends */
+		/* cannot happen with the reserve; if it did: drop QUEUED, so
+		 * that the unit's next unpin appends */
 		if (unit_large(unit))
 			atomic_fetch_and(&unit_obj(unit)->state, ~(uint64_t)OS_QUEUED);
 		else
 			atomic_fetch_and(&((struct vr_opage *)unit)->pw, ~PG_QUEUED);
 	}
 	rq_publish(os);
-	pthread_mutex_unlock(&os->rq_lock);
+	vr_unlock(&os->rq_lock);
 }
 
 /* S21/S22 after a free (class lock held, the caller holds one pin on p):
@@ -232,6 +252,9 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 	if (!unpurged)
 		return; /* no unit */
 	age += os->age_base;
+	/* something is purgeable again: the limit check may not skip */
+	if (atomic_load_explicit(&os->ctx->limit_stuck, memory_order_relaxed))
+		atomic_store_explicit(&os->ctx->limit_stuck, false, memory_order_relaxed);
 	atomic_store(&p->youngest, age);
 	atomic_fetch_or(&p->pw, PG_QUEUED);
 	vr_obj_rq_push(os, (uintptr_t)p, age);
@@ -350,17 +373,13 @@ static int64_t take(struct vr_objs *os, const struct lentry *e)
 	} else if (got < 0) {
 		atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
 		vr_dbg("object purge skipped: unit %p: %s", (void *)e->unit, strerror((int)-got));
-		if (os->nskipped == os->cap_skipped) {
-			size_t cap = os->cap_skipped ? 2 * os->cap_skipped : 16;
-			struct lentry *b = realloc(os->skipped, cap * sizeof(*b));
-			if (!b) {
-				vr_obj_rq_push(os, e->unit, e->age); /* at once, then */
-				return 0;
-			}
-			os->skipped = b;
-			os->cap_skipped = cap;
+		if (os->nskipped < OBJ_NSKIPPED) {
+			os->skipped[os->nskipped++] = *e; /* keeps its place (S8) */
+		} else if (unit_large(e->unit)) {         /* waits for its next unpin */
+			atomic_fetch_and(&unit_obj(e->unit)->state, ~(uint64_t)OS_QUEUED);
+		} else {
+			atomic_fetch_and(&((struct vr_opage *)e->unit)->pw, ~PG_QUEUED);
 		}
-		os->skipped[os->nskipped++] = *e; /* keeps its place (S8) */
 		return 0;
 	}
 	return got;
@@ -385,27 +404,27 @@ int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i)
 	struct lentry e;
 	if (i < OBJ_NLOG) {
 		struct vr_olog *lg = &os->logs[i];
-		pthread_mutex_lock(&lg->lock);
+		vr_lock(&lg->lock, VR_RANK_OBJ_LRU);
 		if (!lg->len) {
-			pthread_mutex_unlock(&lg->lock);
+			vr_unlock(&lg->lock);
 			return 0;
 		}
 		e = *log_at(lg, 0);
 		lg->head = (lg->head + 1) & (lg->cap - 1);
 		lg->len--;
 		log_publish(lg);
-		pthread_mutex_unlock(&lg->lock);
+		vr_unlock(&lg->lock);
 	} else {
-		pthread_mutex_lock(&os->rq_lock);
+		vr_lock(&os->rq_lock, VR_RANK_OBJ_LRU);
 		if (!os->rq_len) {
-			pthread_mutex_unlock(&os->rq_lock);
+			vr_unlock(&os->rq_lock);
 			return 0;
 		}
 		e = os->rq[0];
 		os->rq[0] = os->rq[--os->rq_len];
 		rq_sift_down(os->rq, os->rq_len, 0);
 		rq_publish(os);
-		pthread_mutex_unlock(&os->rq_lock);
+		vr_unlock(&os->rq_lock);
 	}
 	return take(os, &e);
 }
@@ -429,7 +448,6 @@ void vr_obj_lru_fini(struct vr_objs *os, bool inherited)
 			pthread_mutex_destroy(&os->logs[i].lock);
 	}
 	free(os->rq);
-	free(os->skipped);
 	if (!inherited)
 		pthread_mutex_destroy(&os->rq_lock);
 }

@@ -21,16 +21,22 @@
 #include "inject.h"
 #include "obj.h"
 
+/* Per-thread state, one small initial-exec TLS block (the library may be
+ * dlopen()ed: static TLS is scarce): the thread's log index (1-based, 0 =
+ * not assigned) and the fault path's re-fault record. */
+static __thread struct {
+	unsigned log, count;
+	void *addr;
+	uint64_t gen;
+} otls __attribute__((tls_model("initial-exec")));
 static _Atomic unsigned next_log;
-static __thread uint64_t tls_age __attribute__((tls_model("initial-exec")));
-static __thread unsigned my_log __attribute__((tls_model("initial-exec")));
 
 unsigned vr_obj_log_index(void)
 {
-	unsigned l = my_log;
+	unsigned l = otls.log;
 	if (!l) {
 		l = atomic_fetch_add(&next_log, 1) % OBJ_NLOG + 1;
-		my_log = l;
+		otls.log = l;
 	}
 	return l - 1;
 }
@@ -46,35 +52,56 @@ static inline size_t pgsz(void)
 }
 
 /* ---- the arena of a ctx ---- */
+static void objs_free(struct vr_objs *os)
+{
+	vr_objs_alloc_fini(os, false);
+	vr_obj_lru_fini(os, false);
+	pthread_mutex_destroy(&os->span_lock);
+	free(os);
+}
+
 static struct vr_objs *objs_get(struct vr_ctx *c)
 {
 	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
 	if (_likely_(os))
 		return os;
-	pthread_mutex_lock(&c->lock);
-	os = atomic_load(&c->objs);
-	if (!os) {
-		os = vr_calloc_aligned(sizeof(*os));
-		if (os && vr_objs_alloc_init(os) < 0) {
-			free(os);
+	os = vr_calloc_aligned(sizeof(*os));
+	if (!os)
+		return NULL;
+	if (vr_objs_alloc_init(os) < 0) {
+		free(os);
+		return NULL;
+	}
+	uint64_t last = 0;
+	os->ctx = c;
+	os->age_base = vr_age_after(&last) - 1; /* ages in states are relative */
+	pthread_mutex_init(&os->span_lock, NULL);
+	pthread_mutex_init(&os->rq_lock, NULL);
+	atomic_init(&os->rq_oldest, UINT64_MAX);
+	for (int i = 0; i < OBJ_NLOG; i++) {
+		pthread_mutex_init(&os->logs[i].lock, NULL);
+		atomic_init(&os->logs[i].oldest, UINT64_MAX);
+	}
+	/* published under the purge lock, with room in the purge heap for the
+	 * object sources: a purge never allocates (purge.c) */
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	struct vr_objs *cur = atomic_load(&c->objs);
+	if (!cur) {
+		atomic_store_explicit(&c->objs, os, memory_order_release);
+		if (vr_purge_reserve(c, c->nregions) < 0) {
+			atomic_store(&c->objs, NULL);
+			cur = NULL;
+		} else {
+			cur = os;
 			os = NULL;
 		}
-		if (os) {
-			os->ctx = c;
-			/* ages in object states are relative to this (58 bits) */
-			os->age_base = vr_age_after(&tls_age) - 1;
-			pthread_mutex_init(&os->span_lock, NULL);
-			pthread_mutex_init(&os->rq_lock, NULL);
-			atomic_init(&os->rq_oldest, UINT64_MAX);
-			for (int i = 0; i < OBJ_NLOG; i++) {
-				pthread_mutex_init(&os->logs[i].lock, NULL);
-				atomic_init(&os->logs[i].oldest, UINT64_MAX);
-			}
-			atomic_store_explicit(&c->objs, os, memory_order_release);
-		}
 	}
-	pthread_mutex_unlock(&c->lock);
-	return os;
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+	if (os)
+		objs_free(os); /* lost a race, or no memory */
+	return cur;
 }
 
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
@@ -99,11 +126,21 @@ static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 	return (*s & OS_LIVE) ? 0 : -EINVAL;
 }
 
-static void enforce_limit(struct vr_ctx *c)
+/* S10/S22 at every unpin; an unpin may have made something purgeable, so
+ * the "nothing purgeable" hint is cleared first (written only when set) */
+static int enforce_limit(struct vr_ctx *c)
 {
 	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
-	if (limit && vr_ctx_gauge(c, VR_G_VOLATILE) > limit)
-		vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+	if (!limit)
+		return 0;
+	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+	if (vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
+		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_purge_lru */
+	}
+	return 0;
 }
 
 _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
@@ -116,7 +153,11 @@ _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct 
 	struct vr_objs *os = objs_get(ctx);
 	if (!os)
 		return -ENOMEM;
-	int err = vr_objs_alloc(os, size, out);
+	/* the requeue heap has room for an entry per object (see obj-lru.c) */
+	int err = vr_obj_rq_reserve(os, vr_obj_count(ctx) + 64);
+	if (err < 0)
+		return err;
+	err = vr_objs_alloc(os, size, out);
 	if (err < 0)
 		return err;
 	atomic_fetch_add_explicit(&os->logs[vr_obj_log_index()].objects, 1, memory_order_relaxed);
@@ -192,7 +233,7 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	if (err < 0 || !(s & OS_PINNED))
 		return err;
 	struct vr_objs *os = obj_objs(o, s);
-	uint64_t t = vr_age_after(&tls_age);
+	uint64_t last = 0, t = vr_age_after(&last);
 	uint64_t rel = (t - os->age_base) << OS_AGE_SHIFT;
 	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
 	bool large = s & OS_LARGE;
@@ -226,8 +267,7 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	}
 	struct vr_ctx *c = os->ctx;
 	atomic_fetch_add_explicit(&my_shard(c)->volatile_bytes, obj_size(o), memory_order_relaxed);
-	enforce_limit(c);
-	return 0;
+	return enforce_limit(c);
 }
 
 static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
@@ -308,10 +348,10 @@ undo:
 	if (err < 0) { /* nothing changed, but a purge may have dropped the
 			* entry of a page while we held it */
 		struct vr_class *cl = p->slab->cls;
-		pthread_mutex_lock(&cl->lock);
+		vr_lock(&cl->lock, VR_RANK_OBJ_CLASS);
 		for (unsigned i = 0; i < n; i++)
 			vr_obj_page_requeue(os, &p[i]);
-		pthread_mutex_unlock(&cl->lock);
+		vr_unlock(&cl->lock);
 	}
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_drop(&p[i]);
@@ -325,8 +365,12 @@ _export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn
 	struct vr_objs *os = objs_get(ctx);
 	if (!os)
 		return -ENOMEM;
+	atomic_store(&os->fault_fn, NULL);
 	atomic_store(&os->fault_arg, fn ? arg : NULL);
 	atomic_store(&os->fault_fn, fn);
+	/* the replaced handler is not running when this returns, and is not
+	 * called again (callback.c), unless called from a handler */
+	vr_cb_synchronize();
 	return 0;
 }
 
@@ -349,29 +393,25 @@ static uint64_t fd_bytes(int fd)
 uint64_t vr_obj_footprint(struct vr_ctx *c)
 {
 	uint64_t sum = 0;
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->lock, VR_RANK_CTX);
 	for (struct vr_region *r = c->regions; r; r = r->next)
 		sum += fd_bytes(r->fd);
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 	struct vr_objs *os = atomic_load(&c->objs);
 	if (os) {
-		pthread_mutex_lock(&os->span_lock);
+		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 		for (size_t i = 0; i < os->nchunks; i++)
 			sum += fd_bytes(os->chunks[i]->fd);
-		pthread_mutex_unlock(&os->span_lock);
+		vr_unlock(&os->span_lock);
 	}
 	return sum;
 }
 
 /* ---- the fault path (called from fault.c's SIGSEGV handler) ----
  * Async-signal-safe: registry lookup, atomics, sched_yield, the user's
- * handler, and the SIGBUS delivery fault.c passes in. */
+ * handler (in a callback section: vr_ctx_set_obj_fault_handler waits for
+ * it), and the SIGBUS delivery fault.c passes in. */
 #define MAX_REFAULTS 8
-static __thread struct {
-	void *addr;
-	uint64_t gen;
-	unsigned count;
-} oftls __attribute__((tls_model("initial-exec")));
 
 /* is addr on a discarded page of ch?  *o: the object there, if any */
 static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
@@ -383,7 +423,7 @@ static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
 		if (PM_TAG(v) == PM_LARGE) {
 			struct vr_obj *h = PM_PTR(v);
 			uint64_t s = atomic_load(&h->state);
-			if (s & OS_PURGING) {
+			if (s & OS_PURGING) { /* a purge or restore under way */
 				sched_yield();
 				continue;
 			}
@@ -420,26 +460,31 @@ int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_
 	uint64_t gen = atomic_load(&os->trap_gen);
 	struct vr_obj *o;
 	bool claimed = classify(ch, (uintptr_t)addr, &o);
-	bool same = oftls.addr == addr && oftls.gen == gen;
+	bool same = otls.addr == addr && otls.gen == gen;
 	if (!claimed) {
 		if (same) { /* faulted again with nothing changed: not ours */
-			oftls.addr = NULL;
+			otls.addr = NULL;
 			return 0;
 		}
-		oftls.addr = addr;
-		oftls.gen = gen;
-		oftls.count = 0;
+		otls.addr = addr;
+		otls.gen = gen;
+		otls.count = 0;
 		return 1; /* re-run the access: a restore may have raced */
 	}
 	atomic_fetch_add_explicit(&os->ctx->faults, 1, memory_order_relaxed);
-	oftls.count = same ? oftls.count + 1 : 1;
-	oftls.addr = addr;
-	oftls.gen = gen;
+	otls.count = same ? otls.count + 1 : 1;
+	otls.addr = addr;
+	otls.gen = gen;
+	vr_held_enter_signal();
+	unsigned long cb = vr_cb_enter();
 	vr_obj_fault_fn fn = atomic_load(&os->fault_fn);
 	void *arg = atomic_load(&os->fault_arg);
-	if (o && fn && oftls.count <= MAX_REFAULTS && fn(o, addr, arg) == VR_FAULT_RETRY)
+	bool fixed = o && fn && otls.count <= MAX_REFAULTS && fn(o, addr, arg) == VR_FAULT_RETRY;
+	vr_cb_leave(cb);
+	vr_held_leave_signal();
+	if (fixed)
 		return 1;
-	oftls.addr = NULL;
+	otls.addr = NULL;
 	if (vr_debug_stderr())
 		vr_log_raw("vrange: SIGBUS on a discarded object page\n");
 	deliver(addr, ucv);

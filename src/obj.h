@@ -77,6 +77,7 @@
 #define OBJ_CHUNK_SHIFT 30 /* address space of an ordinary chunk: 1 GiB */
 #define OBJ_NLOG 16        /* LRU logs per ctx */
 #define OBJ_MAX_SLAB_PAGES 16
+#define OBJ_NSKIPPED 32 /* units a purge run can skip and keep in place */
 
 /* o->state */
 #define OS_LIVE 0x1u
@@ -188,8 +189,9 @@ struct vr_objs {
 	struct lentry *rq;
 	size_t rq_len, rq_cap;
 	_Atomic uint64_t rq_oldest;
-	struct lentry *skipped; /* units skipped by the running purge; purge_lock */
-	size_t nskipped, cap_skipped;
+	struct lentry skipped[OBJ_NSKIPPED]; /* skipped by the running purge;
+						purge_lock */
+	size_t nskipped;
 	_Atomic(vr_obj_fault_fn) fault_fn;
 	_Atomic(void *) fault_arg;
 	_Atomic uint64_t trap_gen; /* bumped by every arm/disarm */
@@ -250,6 +252,7 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p) _nonnull_();
 /* an entry for a unit whose QUEUED the caller just set; 0 or -ENOMEM */
 int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
 void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
+int vr_obj_rq_reserve(struct vr_objs *os, size_t n) _nonnull_();
 void vr_obj_lru_fini(struct vr_objs *os, bool inherited) _nonnull_();
 
 /* ---- obj.c ---- */

@@ -35,10 +35,12 @@
 #include "inject.h"
 #include "private.h"
 
-/* an entry is a region or (kind VR_REG_OBJ) a chunk of object memory */
+/* p is NULL once the entry was removed (a tombstone, see add_locked());
+ * kind: VR_REG_REGION (p is a struct vr_region) or VR_REG_OBJ (a chunk of
+ * object memory, obj-alloc.c) */
 struct entry {
 	uintptr_t base, end;
-	void *p;
+	_Atomic(void *) p;
 	int kind;
 };
 
@@ -89,7 +91,7 @@ void *vr_registry_find(const void *addr, int kind)
 				hi = mid;
 		}
 		if (lo > 0 && a < s->e[lo - 1].end && s->e[lo - 1].kind == kind)
-			found = s->e[lo - 1].p;
+			found = atomic_load(&s->e[lo - 1].p);
 	}
 	atomic_fetch_sub(cnt, 1);
 	return found;
@@ -110,53 +112,69 @@ static void synchronize(void)
 	}
 }
 
-/* publish a copy of the current array with p added (add) or removed */
-static int update(void *p, uintptr_t base, size_t size, int kind, bool add)
+/* Adding publishes a sorted copy of the array with r in it and the
+ * tombstones left out.  Removing allocates nothing (a region must be
+ * destroyable when memory is exhausted): the entry's region pointer is
+ * cleared in place, which readers see atomically, and the grace period
+ * then guarantees no reader still returns it.  Called under wlock. */
+static int add_locked(void *p, uintptr_t base, size_t size, int kind)
 {
-	pthread_mutex_lock(&wlock);
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
-	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
-	if (!s) {
-		pthread_mutex_unlock(&wlock);
-		return -ENOMEM;
+	for (size_t i = 0; kind == VR_REG_REGION && i < n; i++) {
+		struct vr_region *o = atomic_load(&old->e[i].p), *r = p;
+		if (o && old->e[i].kind == VR_REG_REGION && o->dev == r->dev && o->ino == r->ino)
+			return -EBUSY; /* S33: one region per file in a process */
 	}
-	bool placed = !add;
+	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
+	if (!s)
+		return -ENOMEM;
+	bool placed = false;
 	for (size_t i = 0; i < n; i++) {
-		if (old->e[i].p == p)
+		void *o = atomic_load(&old->e[i].p);
+		if (!o)
 			continue;
 		if (!placed && old->e[i].base > base) {
-			s->e[k++] = (struct entry){ base, base + size, p, kind };
+			s->e[k] = (struct entry){ base, base + size, p, kind };
+			k++;
 			placed = true;
 		}
-		s->e[k++] = old->e[i];
+		s->e[k] = (struct entry){ old->e[i].base, old->e[i].end, o, old->e[i].kind };
+		k++;
 	}
-	if (!placed)
-		s->e[k++] = (struct entry){ base, base + size, p, kind };
+	if (!placed) {
+		s->e[k] = (struct entry){ base, base + size, p, kind };
+		k++;
+	}
 	s->n = k;
 	atomic_store(&current, s);
 	synchronize();
 	free(old);
-	pthread_mutex_unlock(&wlock);
 	return 0;
 }
 
 int vr_registry_add_kind(void *p, const void *base, size_t size, int kind)
 {
-	return update(p, (uintptr_t)base, size, kind, true);
-}
-
-void vr_registry_remove_any(void *p)
-{
-	/* on ENOMEM, leave the array as is but make the entry unreachable
-	 * is not possible without allocation: retry until memory frees up */
-	while (update(p, 0, 0, 0, false) < 0)
-		sched_yield();
+	vr_lock(&wlock, VR_RANK_REGISTRY);
+	int err = add_locked(p, (uintptr_t)base, size, kind);
+	vr_unlock(&wlock);
+	return err;
 }
 
 int vr_registry_add(struct vr_region *r)
 {
 	return vr_registry_add_kind(r, r->base, r->size, VR_REG_REGION);
+}
+
+void vr_registry_remove_any(void *p)
+{
+	vr_lock(&wlock, VR_RANK_REGISTRY);
+	struct snap *s = atomic_load(&current);
+	for (size_t i = 0; s && i < s->n; i++)
+		if (atomic_load(&s->e[i].p) == p)
+			atomic_store(&s->e[i].p, NULL);
+	synchronize();
+	vr_unlock(&wlock);
 }
 
 void vr_registry_remove(struct vr_region *r)
