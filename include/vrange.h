@@ -569,7 +569,9 @@ int vr_trap_backend(void);
  *
  * Returns: 0, -EINVAL (NULL @ctx or @out, @size 0 or too large to round up
  * to pages, unknown flags, a ctx inherited over fork), -ENOMEM (or the
- * negative errno of a failed memfd, mmap or ftruncate) with nothing leaked.
+ * negative errno of a failed memfd, mmap or ftruncate) with nothing leaked,
+ * -EDEADLK (called from a signal handler that interrupted an allocation of
+ * the same size class in this thread).
  * Since: 0.2
  * Context: may allocate and make system calls; takes a size-class lock.
  */
@@ -629,7 +631,8 @@ struct vr_obj *vr_obj_of(const void *addr);
  * (vr_ctx_set_limit) is enforced before this call returns.
  *
  * Returns: 0, -EINVAL (NULL, inherited over fork), -ENOMEM (no memory for
- * the LRU log; nothing changed).
+ * the LRU log; nothing changed), -EDEADLK (called from a signal handler
+ * that interrupted this thread inside the library; nothing changed).
  * Since: 0.2
  * Context: no system call and no lock shared with other objects' handles
  * in the common case; may purge when a limit is set.
@@ -646,8 +649,9 @@ int vr_obj_unpin(struct vr_obj *o);
  *
  * Returns: VR_INTACT (every byte as it was left), VR_PURGED (the contents
  * were discarded: every byte now reads 0), -EINVAL (NULL, inherited over
- * fork), or the negative errno when access cannot be restored (nothing
- * changed).
+ * fork), -EDEADLK (called from a signal handler that interrupted this
+ * thread inside the library, when access must be restored), or the
+ * negative errno when access cannot be restored (nothing changed).
  * Since: 0.2
  * Context: no system call and no lock shared with other objects' handles
  * when the object is intact; may wait for a purge of its page to finish.

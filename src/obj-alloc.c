@@ -463,6 +463,8 @@ int vr_objs_restore_small(struct vr_objs *os, struct vr_obj *o)
 	unsigned n;
 	obj_pages(o, &p, &n);
 	struct vr_class *c = p->slab->cls;
+	if (vr_held(&c->lock))
+		return -EDEADLK; /* a signal handler interrupted this class's lock */
 	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
 	int err = restore_pages(os, p, n);
 	vr_unlock(&c->lock);
@@ -473,6 +475,8 @@ static int alloc_small(struct vr_objs *os, size_t size, uint64_t gen, struct vr_
 {
 	struct vr_class *c = class_of(os, size);
 	int err = 0;
+	if (vr_held(&c->lock) || vr_held(&os->span_lock))
+		return -EDEADLK; /* a signal handler interrupted an allocation */
 	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
 	struct vr_slab *s = c->partial;
 	if (!s) {
@@ -527,6 +531,8 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 	size_t np = (size + pgsz() - 1) >> vr_page_shift();
 	struct vr_chunk *ch;
 	size_t page;
+	if (vr_held(&os->span_lock))
+		return -EDEADLK;
 	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	struct vr_obj *o = handle_get(os);
 	int err = o ? span_alloc(os, np, &ch, &page) : -ENOMEM;

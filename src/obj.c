@@ -233,6 +233,8 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	if (err < 0 || !(s & OS_PINNED))
 		return err;
 	struct vr_objs *os = obj_objs(o, s);
+	if (_unlikely_(vr_tls_held.n) && vr_held(&os->logs[vr_obj_log_index()].lock))
+		return -EDEADLK; /* a signal handler interrupted this thread's append */
 	uint64_t last = 0, t = vr_age_after(&last);
 	uint64_t rel = (t - os->age_base) << OS_AGE_SHIFT;
 	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
@@ -345,8 +347,9 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 	atomic_fetch_sub_explicit(&sh->volatile_bytes, obj_size(o), memory_order_relaxed);
 	return VR_INTACT;
 undo:
-	if (err < 0) { /* nothing changed, but a purge may have dropped the
-			* entry of a page while we held it */
+	if (err < 0 && err != -EDEADLK) { /* nothing changed, but a purge may
+					   * have dropped the entry of a page
+					   * while we held it */
 		struct vr_class *cl = p->slab->cls;
 		vr_lock(&cl->lock, VR_RANK_OBJ_CLASS);
 		for (unsigned i = 0; i < n; i++)
