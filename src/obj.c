@@ -416,17 +416,23 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
  * it), and the SIGBUS delivery fault.c passes in. */
 #define MAX_REFAULTS 8
 
-/* is addr on a discarded page of ch?  *o: the object there, if any */
+/* is addr on a discarded page of ch?  *o: the object there, if any.
+ * A purge of the page in progress is waited for (it holds no lock the
+ * faulting thread could need), unless this thread is that purge: a signal
+ * handler interrupted it and touched the page, and gets SIGBUS. */
 static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
 {
 	size_t pi = (a - (uintptr_t)ch->base) >> vr_page_shift();
-	for (int tries = 0; tries < 10000; tries++) {
+	bool self = vr_held(&ch->objs->ctx->purge_lock);
+	for (;;) {
 		uintptr_t v = atomic_load(&ch->map[pi]);
 		*o = NULL;
 		if (PM_TAG(v) == PM_LARGE) {
 			struct vr_obj *h = PM_PTR(v);
 			uint64_t s = atomic_load(&h->state);
 			if (s & OS_PURGING) { /* a purge or restore under way */
+				if (self)
+					return true; /* no object: SIGBUS */
 				sched_yield();
 				continue;
 			}
@@ -441,14 +447,13 @@ static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
 			&s->pages[((a & ~(uintptr_t)(pgsz() - 1)) - (uintptr_t)s->base) >>
 				  vr_page_shift()];
 		uint32_t w = atomic_load(&p->pw);
-		if (w & PG_PURGING) {
+		if ((w & PG_PURGING) && !self) {
 			sched_yield();
 			continue;
 		}
-		*o = vr_objs_at(ch, a);
-		return w & PG_DISCARDED;
+		*o = self ? NULL : vr_objs_at(ch, a);
+		return self || (w & PG_DISCARDED);
 	}
-	return true; /* a purge that never ends: only a handler interrupting it */
 }
 
 int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_t *uc))
