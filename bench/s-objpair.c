@@ -12,6 +12,11 @@
  * the same run: two uncontended mutex lock+unlock (the floor) and the
  * MADV_FREE canary pair (Chromium's discardable memory on Linux).
  *
+ * "handle-read-floor" is what any handle-based API pays at that size:
+ * load a random handle pointer from the caller's array and read a word of
+ * the handle (two dependent misses); the pair's cost beyond it is the
+ * library's.
+ *
  * Also measured: metadata bytes per object (anonymous RSS growth over N,
  * at 10^6 live 256-byte objects, unpinned: handles, slabs, page maps and
  * the LRU logs), the waste of a mix of small objects (VR_STAT_FOOTPRINT
@@ -73,6 +78,24 @@ static void bench_pairs(size_t n, size_t size, const char *tag)
 	}
 	uint64_t rng = 0x9e3779b9 + n;
 	size_t nsamp = BY_MODE(100, 800, 3000);
+	if (n >= 1000000) {
+		/* the floor of any handle API at this size: fetch a random
+		 * handle pointer from the caller's array and read one word of
+		 * the handle (two dependent cache misses) */
+		struct samples f = { 0 };
+		uint64_t sink = 0;
+		for (size_t i = 0; i < nsamp; i++) {
+			uint64_t t = now_ns();
+			for (size_t j = 0; j < BATCH; j++)
+				sink += *(volatile const uint64_t *)(const void *)
+						o[rng_below(&rng, n)];
+			samples_add(&f, (double)(now_ns() - t) / BATCH);
+		}
+		snprintf(name, sizeof(name), "handle-read-floor-%s", tag);
+		emit_samples(SCEN, name, &f, "ns");
+		samples_free(&f);
+		CHECK(sink != 1); /* keeps the loads */
+	}
 	for (int hot = 0; hot <= 1; hot++) {
 		struct samples s = { 0 };
 		pair_batch(o, n, &rng, hot); /* warm-up */
@@ -118,6 +141,8 @@ static void bench_waste(void)
 /* ---- two threads on their own objects against one ---- */
 struct worker {
 	pthread_t th;
+	bool floor; /* a private mutex pair instead: what the machine scales */
+	pthread_mutex_t m;
 	struct vr_obj **o;
 	size_t n;
 	int cpu;
@@ -138,7 +163,18 @@ static void *worker_main(void *arg)
 	pthread_barrier_wait(w->bar);
 	uint64_t t0 = now_ns();
 	while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
-		pair_batch(w->o, w->n, &rng, false);
+		if (w->floor) {
+			for (int j = 0; j < BATCH; j++) {
+				pthread_mutex_lock(&w->m);
+				__asm__ volatile("" ::: "memory");
+				pthread_mutex_unlock(&w->m);
+				pthread_mutex_lock(&w->m);
+				__asm__ volatile("" ::: "memory");
+				pthread_mutex_unlock(&w->m);
+			}
+		} else {
+			pair_batch(w->o, w->n, &rng, false);
+		}
 		ops += BATCH;
 	}
 	w->ns = now_ns() - t0;
@@ -182,18 +218,29 @@ static void bench_threads(void)
 		ws[i].n = n;
 		ws[i].cpu = ncpu > 1 ? i : 0;
 	}
-	struct samples r = { 0 }, t1s = { 0 };
+	struct samples r = { 0 }, t1s = { 0 }, fr = { 0 };
 	uint64_t dur = BY_MODE(50, 100, 300) * 1000000ull;
+	for (int i = 0; i < 2; i++)
+		pthread_mutex_init(&ws[i].m, NULL);
+	/* interleaved: objects, then the mutex floor, in each repetition */
 	for (int rep = 0; rep < BY_MODE(3, 10, 20); rep++) {
+		ws[0].floor = ws[1].floor = false;
 		double t1 = run_threads(ws, 1, dur);
 		double t2 = run_threads(ws, 2, dur);
 		samples_add(&r, t2 / t1);
 		samples_add(&t1s, t1 / 1e6);
+		ws[0].floor = ws[1].floor = true;
+		double m1 = run_threads(ws, 1, dur);
+		double m2 = run_threads(ws, 2, dur);
+		samples_add(&fr, m2 / m1);
 	}
 	emit_samples(SCEN, "obj-1t-1e5", &t1s, "Mpairs/s");
 	emit_row(SCEN, "obj-2t-ratio", samples_pct(&r, 50), samples_pct(&r, 1), "x", (long)r.n);
+	emit_row(SCEN, "mutex-2t-ratio", samples_pct(&fr, 50), samples_pct(&fr, 1), "x",
+		 (long)fr.n);
 	samples_free(&r);
 	samples_free(&t1s);
+	samples_free(&fr);
 	vr_ctx_destroy(ctx);
 	free(ws[0].o);
 	free(ws[1].o);
@@ -208,6 +255,8 @@ int run_objpair(void)
 	if (bopt.mode == MODE_SMOKE) {
 		bench_pairs(10000, 256, "1e4");
 	} else {
+		bench_pairs(10000, 256, "1e4");
+		bench_pairs(100000, 256, "1e5");
 		bench_pairs(1000000, 256, "1e6");
 		bench_pairs(1000000, 64 * KiB, "1e6-64k");
 		bench_pairs(10000000, 256, "1e7");

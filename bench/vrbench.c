@@ -285,6 +285,10 @@ static void derive_objpair(void)
 	add_ratio(p7, "ns", NULL, 0, 0, "objects: pin+unpin pair, 10^7 x 256 B");
 	add_ratio(canary / p6, "x", ">= 7", 1, 7, "objects: speedup over madvfree-canary, 10^6");
 	add_ratio(p7 / p6, "x", "<= 1.5", -1, 1.5, "objects: pair 10^7 / pair 10^6 (256 B)");
+	add_ratio(p6 / med(S, "handle-read-floor-1e6", NULL), "x", NULL, 0, 0,
+		  "objects: pair 10^6 / reading a random handle (the floor)");
+	add_ratio(p7 / med(S, "handle-read-floor-1e7", NULL), "x", NULL, 0, 0,
+		  "objects: pair 10^7 / reading a random handle (the floor)");
 	add_ratio(med(S, "obj-pair-1e6-hot", NULL) / mutex2, "x", "<= 3", -1, 3,
 		  "objects: hot pair / two mutex lock+unlock");
 	add_ratio(med(S, "obj-meta-bytes-1e6", NULL), "B", "<= 64", -1, 64,
@@ -293,6 +297,8 @@ static void derive_objpair(void)
 		  "objects: small-object waste over a size-class mix");
 	add_ratio(med(S, "obj-2t-ratio", NULL), "x", ">= 1.8", 1, 1.8,
 		  "objects: 2 threads / 1 thread, own objects, one ctx");
+	add_ratio(med(S, "mutex-2t-ratio", NULL), "x", NULL, 0, 0,
+		  "objects: the same for private mutexes (what the machine scales)");
 }
 
 static void derive(void)
