@@ -81,14 +81,19 @@ static void bench_pairs(size_t n, size_t size, const char *tag)
 	if (n >= 1000000) {
 		/* the floor of any handle API at this size: fetch a random
 		 * handle pointer from the caller's array and read one word of
-		 * the handle (two dependent cache misses) */
+		 * the handle (two dependent cache misses), one at a time */
 		struct samples f = { 0 };
 		uint64_t sink = 0;
 		for (size_t i = 0; i < nsamp; i++) {
 			uint64_t t = now_ns();
-			for (size_t j = 0; j < BATCH; j++)
-				sink += *(volatile const uint64_t *)(const void *)
-						o[rng_below(&rng, n)];
+			for (size_t j = 0; j < BATCH; j++) {
+				/* each load depends on the last one, as the
+				 * pairs' atomics serialize theirs: no overlap */
+				uint64_t v = *(volatile const uint64_t *)(const void *)
+						     o[rng_below(&rng, n)];
+				sink += v;
+				rng += v & 1;
+			}
 			samples_add(&f, (double)(now_ns() - t) / BATCH);
 		}
 		snprintf(name, sizeof(name), "handle-read-floor-%s", tag);

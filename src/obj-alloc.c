@@ -337,11 +337,20 @@ static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)
 			   (off_t)(p - ch->base), (off_t)len);
 }
 
-/* ---- handles of large objects (span_lock held) ---- */
-#define HBLOCK 128
-static struct vr_obj *handle_get(struct vr_objs *os)
+/* ---- metadata memory (span_lock held) ----
+ * Slabs (with their handles and page descriptors) and large objects'
+ * handles come from 2 MiB-aligned anonymous mappings advised
+ * MADV_HUGEPAGE, bump-allocated and freed only with the ctx (they are
+ * type-stable anyway).  10^6 objects' handles are 32 MB: with 4 KiB pages
+ * a random pin would pay a TLB miss (a two-dimensional page walk in a VM)
+ * on top of the cache miss. */
+#define META_BYTES ((size_t)2 << 20)
+static void *meta_alloc(struct vr_objs *os, size_t size)
 {
-	if (!os->free_handles) {
+	size = (size + 63) & ~(size_t)63;
+	if (size > META_BYTES)
+		return NULL;
+	if (!os->meta_cur || META_BYTES - os->meta_used < size) {
 		if (os->nblocks == os->cap_blocks) {
 			size_t cap = os->cap_blocks ? 2 * os->cap_blocks : 16;
 			void **b = realloc(os->blocks, cap * sizeof(*b));
@@ -350,10 +359,32 @@ static struct vr_obj *handle_get(struct vr_objs *os)
 			os->blocks = b;
 			os->cap_blocks = cap;
 		}
-		struct vr_obj *blk = vr_calloc_aligned(HBLOCK * sizeof(*blk));
+		uint8_t *m = vr_mmap(NULL, 2 * META_BYTES, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		uint8_t *a = (uint8_t *)(((uintptr_t)m + META_BYTES - 1) & ~(META_BYTES - 1));
+		if (a > m)
+			munmap(m, (size_t)(a - m));
+		munmap(a + META_BYTES, (size_t)(m + 2 * META_BYTES - (a + META_BYTES)));
+		(void)madvise(a, META_BYTES, MADV_HUGEPAGE); /* a hint: may be refused */
+		os->blocks[os->nblocks++] = a;
+		os->meta_cur = a;
+		os->meta_used = 0;
+	}
+	void *p = os->meta_cur + os->meta_used;
+	os->meta_used += size;
+	return p; /* zero: fresh anonymous memory */
+}
+
+/* ---- handles of large objects (span_lock held) ---- */
+#define HBLOCK 128
+static struct vr_obj *handle_get(struct vr_objs *os)
+{
+	if (!os->free_handles) {
+		struct vr_obj *blk = meta_alloc(os, HBLOCK * sizeof(*blk));
 		if (!blk)
 			return NULL;
-		os->blocks[os->nblocks++] = blk;
 		for (int i = 0; i < HBLOCK; i++) {
 			blk[i].home = os->free_handles;
 			os->free_handles = &blk[i];
@@ -386,19 +417,22 @@ static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err
 	size_t nw = (c->nslots + 63) / 64;
 	size_t off_pages = (sizeof(struct vr_slab) + nw * 8 + 31) & ~(size_t)31;
 	size_t off_objs = off_pages + c->npages * sizeof(struct vr_opage);
-	struct vr_slab *s = vr_calloc_aligned(off_objs + c->nslots * sizeof(struct vr_obj));
+	size_t page, bytes = off_objs + c->nslots * sizeof(struct vr_obj);
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	struct vr_slab *s = meta_alloc(os, bytes);
 	*err = -ENOMEM;
-	if (!s)
+	if (!s) {
+		vr_unlock(&os->span_lock);
 		return NULL;
+	}
 	s->freemap = (uint64_t *)(s + 1);
 	s->pages = (struct vr_opage *)((uint8_t *)s + off_pages);
 	s->objs = (struct vr_obj *)((uint8_t *)s + off_objs);
-	size_t page;
-	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	*err = span_alloc(os, c->npages, &s->chunk, &page);
 	if (*err < 0) {
+		os->meta_used -= (bytes + 63) & ~(size_t)63; /* the last block: give it back */
+		memset(s, 0, bytes);
 		vr_unlock(&os->span_lock);
-		free(s);
 		return NULL;
 	}
 	s->all = os->slabs;
@@ -641,12 +675,8 @@ void vr_objs_alloc_fini(struct vr_objs *os, bool inherited)
 	for (size_t i = 0; i < os->nchunks; i++)
 		chunk_free(os->chunks[i], inherited);
 	free(os->chunks);
-	for (struct vr_slab *s = os->slabs, *next; s; s = next) {
-		next = s->all;
-		free(s);
-	}
-	for (size_t i = 0; i < os->nblocks; i++)
-		free(os->blocks[i]);
+	for (size_t i = 0; i < os->nblocks; i++) /* slabs and handles */
+		munmap(os->blocks[i], META_BYTES);
 	free(os->blocks);
 	for (unsigned b = 0; b < OBJ_NBINS; b++)
 		for (struct vr_fspan *f = os->bins[b], *next; f; f = next) {

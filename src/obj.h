@@ -179,8 +179,10 @@ struct vr_objs {
 	struct vr_chunk *cur;             /* the chunk being bump-allocated */
 	struct vr_fspan *bins[OBJ_NBINS]; /* free spans by size */
 	struct vr_obj *free_handles;      /* large handles to reuse (via home) */
-	void **blocks;                    /* handle blocks, for destroy */
+	void **blocks;                    /* metadata mappings (slabs, handles), for destroy */
 	size_t nblocks, cap_blocks;
+	uint8_t *meta_cur; /* the mapping being bump-allocated */
+	size_t meta_used;
 	struct vr_slab *slabs; /* every slab, for destroy */
 	struct vr_class *classes;
 	unsigned nclasses;
