@@ -308,17 +308,32 @@ static void span_free(struct vr_objs *os, struct vr_chunk *ch, size_t page, size
 	fspan_link(os, f);
 }
 
-/* ---- discard / restore (purge.c's order: trap first, then punch) ---- */
+/* ---- discard / restore (purge.c's order: trap first, then punch) ----
+ * Object memory belongs to no region, so it is trapped directly: guard
+ * markers with the guard backend, else mprotect (which every kernel has;
+ * the chunks are MAP_SHARED memfd mappings, PROT_READ|PROT_WRITE). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+static int obj_trap(void *p, size_t len, bool arm)
+{
+	int rc = vr_trap_current() == VR_TRAP_GUARD
+			 ? vr_madvise(p, len, arm ? MADV_GUARD_INSTALL : MADV_GUARD_REMOVE)
+			 : vr_mprotect(p, len, arm ? PROT_NONE : PROT_READ | PROT_WRITE);
+	return rc < 0 ? -errno : 0;
+}
+
 int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len)
 {
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
-	int err = vr_trap_arm(p, len);
+	int err = obj_trap(p, len, true);
 	if (err < 0)
 		return err;
 	if (vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p - ch->base),
 			 (off_t)len) < 0) {
 		err = -errno;
-		vr_trap_disarm(p, len);
+		obj_trap(p, len, false);
 		return err;
 	}
 	return 0;
@@ -327,7 +342,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
 {
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
-	return vr_trap_disarm(p, len);
+	return obj_trap(p, len, false);
 }
 
 static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)

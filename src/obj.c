@@ -19,6 +19,7 @@
 #include <ucontext.h>
 
 #include "inject.h"
+#include "kind.h"
 #include "obj.h"
 
 /* Per-thread state, one small initial-exec TLS block (the library may be
@@ -398,7 +399,7 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
 	uint64_t sum = 0;
 	vr_lock(&c->lock, VR_RANK_CTX);
 	for (struct vr_region *r = c->regions; r; r = r->next)
-		sum += fd_bytes(r->fd);
+		sum += r->kind->footprint(r); /* memfd blocks, or resident anonymous pages */
 	vr_unlock(&c->lock);
 	struct vr_objs *os = atomic_load(&c->objs);
 	if (os) {

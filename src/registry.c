@@ -35,12 +35,11 @@
 #include "inject.h"
 #include "private.h"
 
-/* p is NULL once the entry was removed (a tombstone, see add_locked());
- * kind: VR_REG_REGION (p is a struct vr_region) or VR_REG_OBJ (a chunk of
- * object memory, obj-alloc.c) */
+/* r is NULL once the region was removed (a tombstone, see update()) */
 struct entry {
 	uintptr_t base, end;
-	_Atomic(void *) p;
+	_Atomic(void *) p; /* kind VR_REG_REGION: a struct vr_region; VR_REG_OBJ:
+			      a chunk of object memory (obj-alloc.c) */
 	int kind;
 };
 
@@ -73,33 +72,62 @@ static inline _Atomic long *reader_counter(unsigned long e)
 }
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 
-void *vr_registry_find(const void *addr, int kind)
+/* index of the first entry with base >= b (binary search) */
+static size_t first_at_or_after(const struct snap *s, uintptr_t b)
 {
-	uintptr_t a = (uintptr_t)addr;
-	void *found = NULL;
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->e[mid].base < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* a live region whose [base, end) shares a byte with [a, b), a < b.
+ * Entries (live ones and the tombstones of removed ones, which exist only
+ * until the next add) do not overlap, so their ends grow with their
+ * bases: walking back from the last entry starting before b, only those
+ * ending after a can overlap (for one address: at most one entry). */
+static void *overlapping(struct snap *s, uintptr_t a, uintptr_t b, int kind)
+{
+	if (!s)
+		return NULL;
+	for (size_t i = first_at_or_after(s, b); i > 0 && a < s->e[i - 1].end; i--) {
+		void *p = atomic_load(&s->e[i - 1].p);
+		if (p && (kind < 0 || s->e[i - 1].kind == kind))
+			return p;
+	}
+	return NULL;
+}
+
+static void *lookup_span(uintptr_t a, uintptr_t b, int kind)
+{
 	unsigned long e = atomic_load(&epoch);
 	_Atomic long *cnt = reader_counter(e);
 	atomic_fetch_add(cnt, 1);
-	struct snap *s = atomic_load(&current);
-	if (s) {
-		size_t lo = 0, hi = s->n;
-		while (lo < hi) { /* first entry with base > a */
-			size_t mid = lo + (hi - lo) / 2;
-			if (s->e[mid].base <= a)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo > 0 && a < s->e[lo - 1].end && s->e[lo - 1].kind == kind)
-			found = atomic_load(&s->e[lo - 1].p);
-	}
+	void *found = overlapping(atomic_load(&current), a, b, kind);
 	atomic_fetch_sub(cnt, 1);
 	return found;
+}
+
+void *vr_registry_find(const void *addr, int kind)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return a == UINTPTR_MAX ? NULL : lookup_span(a, a + 1, kind);
 }
 
 struct vr_region *vr_registry_lookup(const void *addr)
 {
 	return vr_registry_find(addr, VR_REG_REGION);
+}
+
+bool vr_registry_overlaps(const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len, VR_REG_REGION);
 }
 
 static void synchronize(void)
@@ -121,8 +149,14 @@ static int add_locked(void *p, uintptr_t base, size_t size, int kind)
 {
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
-	for (size_t i = 0; kind == VR_REG_REGION && i < n; i++) {
-		struct vr_region *o = atomic_load(&old->e[i].p), *r = p;
+	/* an adopted span over a live region (vr_region_adopt checked before,
+	 * but two adopts of one span race to this point) */
+	if (overlapping(old, base, base + size, -1))
+		return -EEXIST;
+	struct vr_region *r = p;
+	for (size_t i = 0; kind == VR_REG_REGION && i < n && r->ino; i++) {
+		/* (anonymous memory: no file) */
+		struct vr_region *o = atomic_load(&old->e[i].p);
 		if (o && old->e[i].kind == VR_REG_REGION && o->dev == r->dev && o->ino == r->ino)
 			return -EBUSY; /* S33: one region per file in a process */
 	}
@@ -194,7 +228,8 @@ void vr_registry_atfork_parent(void)
 
 void vr_registry_atfork_child(void)
 {
-	/* the child has none of the parent's mappings (MADV_DONTFORK) */
+	/* the child has none of the parent's mappings (MADV_DONTFORK), and
+	 * its adopted spans belong to inherited regions, never looked up */
 	free(atomic_load(&current));
 	atomic_store(&current, NULL);
 	for (int s = 0; s < NSHARDS; s++) {
