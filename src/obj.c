@@ -127,11 +127,12 @@ static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 	return (*s & OS_LIVE) ? 0 : -EINVAL;
 }
 
-/* S10/S22 at every unpin; an unpin may have made something purgeable, so
+/* S10/S22/S34 at every unpin (the application's limit or the monitor's
+ * budget, the smaller); an unpin may have made something purgeable, so
  * the "nothing purgeable" hint is cleared first (written only when set) */
 static int enforce_limit(struct vr_ctx *c)
 {
-	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	size_t limit = vr_ctx_effective_limit(c);
 	if (!limit)
 		return 0;
 	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
