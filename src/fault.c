@@ -339,6 +339,8 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 	ucontext_t *uc = ucv;
 	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
 	if (!r) {
+		if (vr_obj_fault(si, ucv, deliver_sigbus))
+			goto out;
 		forward(sig, si, ucv);
 		goto out;
 	}
