@@ -143,5 +143,9 @@ int run_fault(const char *style); /* NULL, or "anon" */
 int run_memory(void);
 int run_cache(const char *style);
 int run_limit(const char *style);
+int run_objpair(void);
+/* floors shared by scenarios (s-markpair.c) */
+void bench_canary_pair(const char *scen);
+void bench_mutex_pair(const char *scen);
 
 #endif

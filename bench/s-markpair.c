@@ -89,7 +89,8 @@ static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
 	vr_region_destroy(r);
 }
 
-static void bench_canary(void)
+/* also used by s-objpair.c, which reports under its own scenario name */
+void bench_canary_pair(const char *scen)
 {
 	size_t nobj = 64, nsamp = BY_MODE(50, 300, 1500);
 	char *arena = map_anon(nobj * OBJ);
@@ -115,7 +116,7 @@ static void bench_canary(void)
 		if (i) /* the first batch warms up */
 			samples_add(&s, (double)(now_ns() - t) / BATCH);
 	}
-	emit_samples(SCEN, "canary-pair", &s, "ns");
+	emit_samples(scen, "canary-pair", &s, "ns");
 	if (purged)
 		emit_note("madvfree-canary: %llu objects reclaimed by the kernel during the run",
 			  (unsigned long long)purged);
@@ -124,7 +125,7 @@ static void bench_canary(void)
 	munmap(arena, nobj * OBJ);
 }
 
-static void bench_mutex2(void)
+void bench_mutex_pair(const char *scen)
 {
 	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 	struct samples s = { 0 };
@@ -141,7 +142,7 @@ static void bench_mutex2(void)
 		}
 		samples_add(&s, (double)(now_ns() - t) / BATCH);
 	}
-	emit_samples(SCEN, "mutex-2x-lock-unlock", &s, "ns");
+	emit_samples(scen, "mutex-2x-lock-unlock", &s, "ns");
 	samples_free(&s);
 }
 
@@ -149,8 +150,8 @@ int run_markpair(void)
 {
 	struct vr_ctx *ctx;
 	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
-	bench_mutex2();
-	bench_canary();
+	bench_mutex_pair(SCEN);
+	bench_canary_pair(SCEN);
 	bench_vr(ctx, 1000, "1e3");
 	if (bopt.mode == MODE_SMOKE) {
 		bench_vr(ctx, 10000, "1e4");

@@ -41,6 +41,7 @@ struct job {
 static const struct job jobs[] = {
 	{ "floors", "floors", NULL, NULL },
 	{ "markpair", "markpair", NULL, NULL },
+	{ "objpair", "objpair", NULL, NULL },
 	{ "scaling", "scaling", NULL, NULL },
 	{ "purge", "purge", "guard", NULL },
 	{ "purge", "purge", "mprotect", NULL },
@@ -284,6 +285,35 @@ static void add_ratio(double v, const char *unit, const char *goal, int dir, dou
 	r->ok = goal ? (dir > 0 ? v >= target : v <= target) : true;
 }
 
+/* issue 17's goals for objects (scenario objpair) */
+static void derive_objpair(void)
+{
+	const char *S = "objpair";
+	double canary = med(S, "canary-pair", NULL), mutex2 = med(S, "mutex-2x-lock-unlock", NULL);
+	double p3 = med(S, "obj-pair-1e3", NULL), p6 = med(S, "obj-pair-1e6", NULL);
+	double p7 = med(S, "obj-pair-1e7", NULL), p6k = med(S, "obj-pair-1e6-64k", NULL);
+	add_ratio(p3, "ns", NULL, 0, 0, "objects: pin+unpin pair, 10^3 x 256 B");
+	add_ratio(p6, "ns", "<= 400", -1, 400, "objects: pin+unpin pair, 10^6 x 256 B");
+	add_ratio(p6k, "ns", "<= 400", -1, 400, "objects: pin+unpin pair, 10^6 x 64 KiB");
+	add_ratio(p7, "ns", NULL, 0, 0, "objects: pin+unpin pair, 10^7 x 256 B");
+	add_ratio(canary / p6, "x", ">= 7", 1, 7, "objects: speedup over madvfree-canary, 10^6");
+	add_ratio(p7 / p6, "x", "<= 1.5", -1, 1.5, "objects: pair 10^7 / pair 10^6 (256 B)");
+	add_ratio(p6 / med(S, "handle-read-floor-1e6", NULL), "x", NULL, 0, 0,
+		  "objects: pair 10^6 / reading a random handle (the floor)");
+	add_ratio(p7 / med(S, "handle-read-floor-1e7", NULL), "x", NULL, 0, 0,
+		  "objects: pair 10^7 / reading a random handle (the floor)");
+	add_ratio(med(S, "obj-pair-1e6-hot", NULL) / mutex2, "x", "<= 3", -1, 3,
+		  "objects: hot pair / two mutex lock+unlock");
+	add_ratio(med(S, "obj-meta-bytes-1e6", NULL), "B", "<= 64", -1, 64,
+		  "objects: metadata per object, 10^6 x 256 B");
+	add_ratio(med(S, "obj-waste-small-mix", NULL), "%", "<= 12.5", -1, 12.5,
+		  "objects: small-object waste over a size-class mix");
+	add_ratio(med(S, "obj-2t-ratio", NULL), "x", ">= 1.8", 1, 1.8,
+		  "objects: 2 threads / 1 thread, own objects, one ctx");
+	add_ratio(med(S, "mutex-2t-ratio", NULL), "x", NULL, 0, 0,
+		  "objects: the same for private mutexes (what the machine scales)");
+}
+
 static void derive(void)
 {
 	const char *tags[] = { "1e3", "1e4", "1e5", "1e6" };
@@ -300,6 +330,7 @@ static void derive(void)
 		add_ratio(v / mutex2, "x", NULL, 0, 0, "s1 pair / two mutex lock+unlock, 10^%c",
 			  tags[i][2]);
 	}
+	derive_objpair();
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL), "x", ">= 1.8", 1, 1.8,
 		  "s2 2 threads / 1 thread, 2 regions of 1 ctx");
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL) / med("scaling", "mutex-ratio", NULL), "x",
@@ -656,6 +687,8 @@ static int child_main(const char *name, const char *style)
 		return run_floors();
 	if (!strcmp(name, "markpair"))
 		return run_markpair();
+	if (!strcmp(name, "objpair"))
+		return run_objpair();
 	if (!strcmp(name, "scaling"))
 		return run_scaling();
 	if (!strcmp(name, "purge"))

@@ -117,6 +117,8 @@ struct vr_ctx;
 /** One memfd mapped MAP_SHARED read/write in this process, or a span of
  * private anonymous memory (VR_REGION_ANON, vr_region_adopt()). */
 struct vr_region;
+/** One purgeable object, owned by its ctx (0.2). */
+struct vr_obj;
 
 /* results of vr_mark / vr_unmark */
 #define VR_INTACT 0
@@ -157,6 +159,10 @@ enum vr_stat {
 	VR_STAT_LIMIT_PURGES,     /* cumulative ranges purged by those crossings     */
 	VR_STAT_BUDGET,           /* the budget vr_mark keeps to now, 0 = none       */
 	VR_STAT_LIMIT_LATENCY_NS, /* longest crossing seen -> first range purged     */
+	VR_STAT_OBJECTS,          /* 0.2: live objects in the ctx, pinned or not    */
+	VR_STAT_FOOTPRINT,        /* 0.2: bytes the ctx's regions and objects hold
+				     in the kernel now (memfd blocks, resident
+				     anonymous pages), kept for reuse included   */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -694,6 +700,166 @@ enum vr_trap {
  * Context: lock-free.
  */
 int vr_trap_backend(void);
+
+/* ---------------------------------------------------------------------- */
+/* objects (0.2)                                                           */
+/*
+ * An object is one purgeable unit allocated by the library: pin it
+ * around each use, unpin it when it may be discarded.  Objects share the
+ * ctx's LRU (least recently unpinned or marked first), limit, pressure
+ * monitor and fault path with the ranges of its regions.  Objects of a
+ * page or more sit on their own page-aligned spans; smaller ones are packed
+ * in size-class slabs, several to a page, and a page of small objects is
+ * purged as one unit once every object on it is unpinned.
+ *
+ * Thread safety: calls on different objects never serialize on a lock in
+ * the pin/unpin path; vr_obj_new / vr_obj_free take a per-size-class lock.
+ * Calls on one object from several threads are safe (atomic state), but
+ * vr_obj_free must not race with other calls on the same handle.
+ */
+
+/**
+ * vr_obj_new - allocate a purgeable object
+ * @ctx: the owning context
+ * @size: bytes (> 0)
+ * @flags: 0 (no flags are defined in 0.2)
+ * @out: receives the object
+ *
+ * The object is pinned (non-volatile) and reads as zero.  Its address is
+ * aligned to 16 bytes, and to the page size when @size is at least one
+ * page (then it shares no page with any other object).
+ *
+ * Returns: 0, -EINVAL (NULL @ctx or @out, @size 0 or too large to round up
+ * to pages, unknown flags, a ctx inherited over fork), -ENOMEM (or the
+ * negative errno of a failed memfd, mmap or ftruncate) with nothing leaked,
+ * -EDEADLK (called from a signal handler that interrupted an allocation of
+ * the same size class in this thread).
+ * Since: 0.2
+ * Context: may allocate and make system calls; takes a size-class lock.
+ */
+int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out);
+
+/**
+ * vr_obj_free - free an object, pinned or not
+ * @o: the object, or NULL (no-op)
+ *
+ * The handle must not be used again.  In a fork child an inherited object
+ * may be freed; that never touches the parent's memory.
+ *
+ * Since: 0.2
+ * Context: may make system calls (returns freed pages to the kernel);
+ * takes a size-class lock.
+ */
+void vr_obj_free(struct vr_obj *o);
+
+/**
+ * vr_obj_ptr - the object's first byte
+ * @o: the object
+ *
+ * Returns: the address, or NULL for NULL or an object inherited over fork.
+ * Since: 0.2
+ * Context: lock-free.
+ */
+void *vr_obj_ptr(const struct vr_obj *o);
+
+/**
+ * vr_obj_size - the size given to vr_obj_new()
+ * @o: the object
+ *
+ * Returns: the size, or 0 for NULL or an object inherited over fork.
+ * Since: 0.2
+ * Context: lock-free.
+ */
+size_t vr_obj_size(const struct vr_obj *o);
+
+/**
+ * vr_obj_of - the live object whose bytes hold an address
+ * @addr: any address
+ *
+ * Returns: the object, or NULL (not object memory, padding, a free slot,
+ * an object inherited over fork).
+ * Since: 0.2
+ * Context: lock-free and async-signal-safe: callable from any signal
+ * handler, also one that interrupted a vr_* call.
+ */
+struct vr_obj *vr_obj_of(const void *addr);
+
+/**
+ * vr_obj_unpin - make an object volatile (purgeable)
+ * @o: the object
+ *
+ * Puts the object at the young end of the ctx's LRU.  Unpinning an
+ * unpinned object changes nothing (no rejuvenation).  The ctx's limit
+ * (vr_ctx_set_limit) is enforced before this call returns.
+ *
+ * Returns: 0, -EINVAL (NULL, inherited over fork), -ENOMEM (no memory for
+ * the LRU log; nothing changed), -EDEADLK (called from a signal handler
+ * that interrupted this thread inside the library; nothing changed).
+ * Since: 0.2
+ * Context: no system call and no lock shared with other objects' handles
+ * in the common case; may purge when a limit is set.
+ */
+int vr_obj_unpin(struct vr_obj *o);
+
+/**
+ * vr_obj_pin - make an object non-volatile again
+ * @o: the object
+ *
+ * After it returns the object is readable and writable and nothing in it
+ * is purged until it is unpinned again.  Pinning a pinned object returns
+ * VR_INTACT and changes nothing.
+ *
+ * Returns: VR_INTACT (every byte as it was left), VR_PURGED (the contents
+ * were discarded: every byte now reads 0), -EINVAL (NULL, inherited over
+ * fork), -EDEADLK (called from a signal handler that interrupted this
+ * thread inside the library, when access must be restored), or the
+ * negative errno when access cannot be restored (nothing changed).
+ * Since: 0.2
+ * Context: no system call and no lock shared with other objects' handles
+ * when the object is intact; may wait for a purge of its page to finish.
+ * May be called from an object fault handler.
+ */
+int vr_obj_pin(struct vr_obj *o);
+
+/**
+ * vr_obj_status - the object's volatility
+ * @o: the object
+ *
+ * Returns: 0 (pinned), VR_STATE_VOLATILE (unpinned), VR_STATE_VOLATILE |
+ * VR_STATE_PURGED (unpinned and purged), or -EINVAL.
+ * Since: 0.2
+ * Context: lock-free.
+ */
+int vr_obj_status(const struct vr_obj *o);
+
+/**
+ * vr_obj_fault_fn - called when a thread touches a discarded object page
+ * @o: the unpinned, purged object whose discarded page was touched
+ * @fault_addr: the faulting address, exact to the byte
+ * @arg: the pointer given to vr_ctx_set_obj_fault_handler()
+ *
+ * Typically calls vr_obj_pin(o) (which returns VR_PURGED and restores
+ * access), refills the object and returns VR_FAULT_RETRY.
+ *
+ * Returns: VR_FAULT_RETRY or VR_FAULT_SIGBUS, as vr_fault_fn (same SIGBUS
+ * delivery, same bound of 8 re-faults).
+ * Since: 0.2
+ * Context: signal context of the faulting thread; may call any vr_*
+ * function.
+ */
+typedef int (*vr_obj_fault_fn)(struct vr_obj *o, void *fault_addr, void *arg);
+
+/**
+ * vr_ctx_set_obj_fault_handler - set or remove the ctx's object fault handler
+ * @ctx: the context
+ * @fn: the handler, or NULL to remove it (touches then raise SIGBUS)
+ * @arg: passed to @fn
+ *
+ * Returns: 0 or -EINVAL (NULL ctx, inherited over fork), -ENOMEM.
+ * Since: 0.2
+ * Context: lock-free after the ctx's first object call.
+ */
+int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg);
 
 /* ---------------------------------------------------------------------- */
 /* diagnostics                                                             */

@@ -48,7 +48,7 @@ void vr_age_init(void)
 	vr_dbg("age stamps: %s (clocksource '%s')", use_clock ? "monotonic clock" : "counter", buf);
 }
 
-uint64_t vr_age_next(struct vr_region *r)
+uint64_t vr_age_after(uint64_t *last)
 {
 	uint64_t t;
 	if (use_clock) {
@@ -60,8 +60,13 @@ uint64_t vr_age_next(struct vr_region *r)
 	}
 	if (t <= tls_last)
 		t = tls_last + 1;
-	if (t <= r->last_age)
-		t = r->last_age + 1;
-	tls_last = r->last_age = t;
+	if (t <= *last)
+		t = *last + 1;
+	tls_last = *last = t;
 	return t;
+}
+
+uint64_t vr_age_next(struct vr_region *r)
+{
+	return vr_age_after(&r->last_age);
 }

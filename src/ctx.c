@@ -69,6 +69,7 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		while (c->regions)
 			vr_region_free(c->regions, true);
+		vr_obj_ctx_destroy(c, true);
 		vr_unlock(&vr_global_lock);
 		free(c->heap);
 		free(c);
@@ -79,6 +80,7 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	while (c->regions)
 		vr_region_free(c->regions, false);
 	vr_unlock(&c->lock);
+	vr_obj_ctx_destroy(c, false);
 	vr_unlock(&c->purge_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->purge_lock);
@@ -171,6 +173,10 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return atomic_load(&c->budget);
 	case VR_STAT_LIMIT_LATENCY_NS:
 		return atomic_load(&c->limit_latency_ns);
+	case VR_STAT_OBJECTS:
+		return vr_obj_count(c);
+	case VR_STAT_FOOTPRINT:
+		return vr_obj_footprint(c);
 	}
 	return 0;
 }

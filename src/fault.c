@@ -372,6 +372,8 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 	ucontext_t *uc = ucv;
 	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
 	if (!r) {
+		if (vr_obj_fault(si, ucv, deliver_sigbus))
+			goto out;
 		forward(sig, si, ucv, pp);
 		goto out;
 	}

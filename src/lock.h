@@ -26,7 +26,8 @@
  *     aborts.
  *
  * Ranks (the order every file must respect; see private.h):
- *   global < purge < ctx < region < registry < log
+ *   global < purge < ctx < region < obj class < obj span < registry
+ *   < obj lru < log   (the obj ranks: obj.h)
  * At most one region lock per signal level (S16's "one region at a time").
  *
  * Async-signal safety: push/pop are plain TLS stores separated by signal
@@ -44,7 +45,10 @@ enum vr_lock_rank {
 	VR_RANK_PURGE,      /* ctx->purge_lock */
 	VR_RANK_CTX,        /* ctx->lock */
 	VR_RANK_REGION,     /* region->lock */
+	VR_RANK_OBJ_CLASS,  /* obj.h: a size class's lock */
+	VR_RANK_OBJ_SPAN,   /* obj.h: objs->span_lock */
 	VR_RANK_REGISTRY,   /* registry.c wlock */
+	VR_RANK_OBJ_LRU,    /* obj.h: a log's lock, objs->rq_lock (leaves) */
 	VR_RANK_LOG,        /* log.c: log_lock (leaf) */
 };
 

@@ -54,9 +54,11 @@
 #define VR_PRIVATE_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <ucontext.h>
 #include <sys/types.h>
 
 #include "vrange.h"
@@ -65,6 +67,7 @@
 #include "range-map.h"
 
 struct vr_monitor;
+struct vr_objs;
 struct vr_kind_ops;
 
 /*
@@ -79,10 +82,12 @@ struct vr_shard {
 	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
 } __attribute__((aligned(64)));
 
-/* one entry of the purge engine's heap of regions (purge.c) */
+/* one entry of the purge engine's heap of regions (purge.c); r == NULL:
+ * object LRU source src (obj-lru.c) */
 struct vr_cand {
 	uint64_t age;
 	struct vr_region *r;
+	size_t src;
 };
 
 struct vr_ctx {
@@ -107,6 +112,7 @@ struct vr_ctx {
 	_Atomic size_t limit; /* 0 = none */
 
 	struct vr_monitor *monitor;       /* owned by monitor.c; NULL if none */
+	_Atomic(struct vr_objs *) objs;   /* obj.c: objects, created on first use */
 	_Atomic int monitor_source;       /* enum vr_monitor_source: the pressure source */
 	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
 
@@ -167,6 +173,8 @@ uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
 /* a stamp younger than every stamp this thread or region got before and
  * than every mark that happened before this call in real time */
 uint64_t vr_age_next(struct vr_region *r) _nonnull_(); /* region lock held */
+/* the same, raised above *last (updated); the caller serializes *last */
+uint64_t vr_age_after(uint64_t *last) _nonnull_();
 void vr_age_init(void);
 
 /* ---- fork.c ---- */
@@ -203,6 +211,7 @@ void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
+uint64_t vr_trap_gen_next(void); /* a process-wide unique trap generation */
 
 enum vr_purge_goal {
 	VR_PURGE_BYTES,    /* reclaim at least n bytes */
@@ -260,12 +269,32 @@ void vr_uffd_detach(struct vr_region *r, bool inherited) _nonnull_();
 int vr_registry_add(struct vr_region *r) _nonnull_();
 void vr_registry_remove(struct vr_region *r) _nonnull_();
 struct vr_region *vr_registry_lookup(const void *addr); /* async-signal-safe */
+/* entries of other kinds (object chunks, obj.c): lookup by kind */
+enum { VR_REG_REGION, VR_REG_OBJ };
+int vr_registry_add_kind(void *p, const void *base, size_t size, int kind) _nonnull_();
+void vr_registry_remove_any(void *p) _nonnull_();
+void *vr_registry_find(const void *addr, int kind); /* async-signal-safe */
 /* some live region shares a byte with [addr, addr + len) */
 bool vr_registry_overlaps(const void *addr, size_t len);
 void vr_registry_atfork_prepare(void);
 void vr_registry_atfork_parent(void);
 void vr_registry_atfork_child(void);
 
+/* ---- obj.c: objects (obj.h has the rest) ---- */
+void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
+uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_();
+uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
+/* the object LRU as purge sources (ctx->purge_lock held): sources
+ * 0 .. vr_obj_nsources() - 1, each with the age of its oldest entry
+ * (UINT64_MAX: empty) and a call that pops and purges that entry
+ * (bytes reclaimed, 0 for a stale or skipped entry) */
+size_t vr_obj_nsources(struct vr_ctx *c) _nonnull_();
+uint64_t vr_obj_src_oldest(struct vr_ctx *c, size_t i) _nonnull_();
+int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i) _nonnull_();
+void vr_obj_purge_done(struct vr_ctx *c) _nonnull_(); /* end of a purge run */
+/* the SIGSEGV handler's hook: 1 if the fault was on object memory and was
+ * handled (re-run, handler called, or SIGBUS delivered through deliver) */
+int vr_obj_fault(siginfo_t *si, void *uc, void (*deliver)(void *addr, ucontext_t *uc));
 /* ---- callback.c: waiting for application callbacks in flight ---- */
 unsigned long vr_cb_enter(void); /* async-signal-safe */
 void vr_cb_leave(unsigned long e);

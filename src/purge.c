@@ -35,6 +35,11 @@
  * fault path's re-fault bound compares them) */
 static _Atomic uint64_t trap_seq;
 
+uint64_t vr_trap_gen_next(void)
+{
+	return atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
+}
+
 void vr_trap_gen_bump(struct vr_region *r)
 {
 	uint64_t g = atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
@@ -163,6 +168,54 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
 	return vr_ctx_gauge(c, VR_G_VOLATILE) <= n;
 }
 
+/* Object LRU sources (obj-lru.c) in the heap, entries with r == NULL:
+ * one step at the heap's top purges the source's oldest unit if no other
+ * source holds an older one (obj-lru.c validates the unit) and returns
+ * the bytes reclaimed.  A step may move an entry to another object source
+ * (the requeue heap), so sources that were empty are looked at again
+ * after each step; *in has a bit per object source present in the heap. */
+static void sift_up(struct vr_cand *h, size_t i)
+{
+	while (i > 0 && h[(i - 1) / 2].age > h[i].age) {
+		struct vr_cand t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static void obj_fill(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
+{
+	size_t nobj = vr_obj_nsources(c);
+	for (size_t i = 0; i < nobj; i++) {
+		uint64_t age;
+		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(c, i)) == UINT64_MAX)
+			continue;
+		h[*nh] = (struct vr_cand){ age, NULL, i };
+		sift_up(h, (*nh)++);
+		*in |= 1ull << i;
+	}
+}
+
+static uint64_t obj_step(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
+{
+	size_t src = h[0].src;
+	uint64_t age = vr_obj_src_oldest(c, src), got = 0;
+	bool stale = *nh > 1 && (age > h[1].age || (*nh > 2 && age > h[2].age));
+	if (age != UINT64_MAX && !stale) {
+		got = (uint64_t)vr_obj_src_purge(c, src);
+		age = vr_obj_src_oldest(c, src);
+	}
+	h[0].age = age;
+	if (age == UINT64_MAX) {
+		h[0] = h[--*nh];
+		*in &= ~(1ull << src);
+	}
+	sift_down(h, *nh, 0);
+	obj_fill(c, h, nh, in);
+	return got;
+}
+
 /* the region's next candidate for this purge generation; lock held */
 static struct vr_range *cursor(struct vr_region *r, uint64_t gen)
 {
@@ -175,6 +228,7 @@ static struct vr_range *cursor(struct vr_region *r, uint64_t gen)
 
 int vr_purge_reserve(struct vr_ctx *c, size_t n)
 {
+	n += vr_obj_nsources(c); /* and room for the object sources */
 	if (c->heap_cap >= n)
 		return 0;
 	size_t cap = c->heap_cap ? c->heap_cap * 2 : 32;
@@ -210,18 +264,24 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	 * out. */
 	vr_lock(&c->lock, VR_RANK_CTX);
 	struct vr_cand *h = c->heap;
-	size_t nh = 0;
-	for (struct vr_region *r = c->regions; r && nh < c->heap_cap; r = r->next) {
+	size_t nh = 0, nobj = vr_obj_nsources(c);
+	for (struct vr_region *r = c->regions; r && nh + nobj < c->heap_cap; r = r->next) {
 		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
 		if (age != UINT64_MAX && !vr_held(&r->lock))
-			h[nh++] = (struct vr_cand){ age, r };
+			h[nh++] = (struct vr_cand){ age, r, 0 };
 	}
 	vr_unlock(&c->lock);
 	for (size_t i = nh / 2; i-- > 0;)
 		sift_down(h, nh, i);
+	uint64_t in = 0; /* object sources in the heap (at most 64) */
+	obj_fill(c, h, &nh, &in);
 
 	while (nh > 0 && !goal_met(c, goal, n, reclaimed)) {
 		struct vr_region *r = h[0].r;
+		if (!r) {
+			reclaimed += obj_step(c, h, &nh, &in);
+			continue;
+		}
 		vr_region_lock(r);
 		struct vr_range *rg = cursor(r, gen);
 		if (!rg) {
@@ -258,6 +318,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	 * every region (vr_mark clears it when it adds a purgeable range) */
 	if (nh == 0)
 		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
+	vr_obj_purge_done(c);
 	vr_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }

@@ -38,7 +38,9 @@
 /* r is NULL once the region was removed (a tombstone, see update()) */
 struct entry {
 	uintptr_t base, end;
-	_Atomic(struct vr_region *) r;
+	_Atomic(void *) p; /* kind VR_REG_REGION: a struct vr_region; VR_REG_OBJ:
+			      a chunk of object memory (obj-alloc.c) */
+	int kind;
 };
 
 struct snap {
@@ -89,38 +91,43 @@ static size_t first_at_or_after(const struct snap *s, uintptr_t b)
  * until the next add) do not overlap, so their ends grow with their
  * bases: walking back from the last entry starting before b, only those
  * ending after a can overlap (for one address: at most one entry). */
-static struct vr_region *overlapping(struct snap *s, uintptr_t a, uintptr_t b)
+static void *overlapping(struct snap *s, uintptr_t a, uintptr_t b, int kind)
 {
 	if (!s)
 		return NULL;
 	for (size_t i = first_at_or_after(s, b); i > 0 && a < s->e[i - 1].end; i--) {
-		struct vr_region *r = atomic_load(&s->e[i - 1].r);
-		if (r)
-			return r;
+		void *p = atomic_load(&s->e[i - 1].p);
+		if (p && (kind < 0 || s->e[i - 1].kind == kind))
+			return p;
 	}
 	return NULL;
 }
 
-static struct vr_region *lookup_span(uintptr_t a, uintptr_t b)
+static void *lookup_span(uintptr_t a, uintptr_t b, int kind)
 {
 	unsigned long e = atomic_load(&epoch);
 	_Atomic long *cnt = reader_counter(e);
 	atomic_fetch_add(cnt, 1);
-	struct vr_region *found = overlapping(atomic_load(&current), a, b);
+	void *found = overlapping(atomic_load(&current), a, b, kind);
 	atomic_fetch_sub(cnt, 1);
 	return found;
 }
 
-struct vr_region *vr_registry_lookup(const void *addr)
+void *vr_registry_find(const void *addr, int kind)
 {
 	uintptr_t a = (uintptr_t)addr;
-	return a == UINTPTR_MAX ? NULL : lookup_span(a, a + 1);
+	return a == UINTPTR_MAX ? NULL : lookup_span(a, a + 1, kind);
+}
+
+struct vr_region *vr_registry_lookup(const void *addr)
+{
+	return vr_registry_find(addr, VR_REG_REGION);
 }
 
 bool vr_registry_overlaps(const void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr;
-	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len);
+	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len, VR_REG_REGION);
 }
 
 static void synchronize(void)
@@ -138,18 +145,19 @@ static void synchronize(void)
  * destroyable when memory is exhausted): the entry's region pointer is
  * cleared in place, which readers see atomically, and the grace period
  * then guarantees no reader still returns it.  Called under wlock. */
-static int add_locked(struct vr_region *r)
+static int add_locked(void *p, uintptr_t base, size_t size, int kind)
 {
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
-	uintptr_t base = (uintptr_t)r->base;
 	/* an adopted span over a live region (vr_region_adopt checked before,
 	 * but two adopts of one span race to this point) */
-	if (overlapping(old, base, base + r->size))
+	if (overlapping(old, base, base + size, -1))
 		return -EEXIST;
-	for (size_t i = 0; i < n && r->ino; i++) { /* (anonymous memory: no file) */
-		struct vr_region *o = atomic_load(&old->e[i].r);
-		if (o && o->dev == r->dev && o->ino == r->ino)
+	struct vr_region *r = p;
+	for (size_t i = 0; kind == VR_REG_REGION && i < n && r->ino; i++) {
+		/* (anonymous memory: no file) */
+		struct vr_region *o = atomic_load(&old->e[i].p);
+		if (o && old->e[i].kind == VR_REG_REGION && o->dev == r->dev && o->ino == r->ino)
 			return -EBUSY; /* S33: one region per file in a process */
 	}
 	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
@@ -157,19 +165,19 @@ static int add_locked(struct vr_region *r)
 		return -ENOMEM;
 	bool placed = false;
 	for (size_t i = 0; i < n; i++) {
-		struct vr_region *o = atomic_load(&old->e[i].r);
+		void *o = atomic_load(&old->e[i].p);
 		if (!o)
 			continue;
 		if (!placed && old->e[i].base > base) {
-			s->e[k] = (struct entry){ base, base + r->size, r };
+			s->e[k] = (struct entry){ base, base + size, p, kind };
 			k++;
 			placed = true;
 		}
-		s->e[k] = (struct entry){ old->e[i].base, old->e[i].end, o };
+		s->e[k] = (struct entry){ old->e[i].base, old->e[i].end, o, old->e[i].kind };
 		k++;
 	}
 	if (!placed) {
-		s->e[k] = (struct entry){ base, base + r->size, r };
+		s->e[k] = (struct entry){ base, base + size, p, kind };
 		k++;
 	}
 	s->n = k;
@@ -179,23 +187,33 @@ static int add_locked(struct vr_region *r)
 	return 0;
 }
 
-int vr_registry_add(struct vr_region *r)
+int vr_registry_add_kind(void *p, const void *base, size_t size, int kind)
 {
 	vr_lock(&wlock, VR_RANK_REGISTRY);
-	int err = add_locked(r);
+	int err = add_locked(p, (uintptr_t)base, size, kind);
 	vr_unlock(&wlock);
 	return err;
 }
 
-void vr_registry_remove(struct vr_region *r)
+int vr_registry_add(struct vr_region *r)
+{
+	return vr_registry_add_kind(r, r->base, r->size, VR_REG_REGION);
+}
+
+void vr_registry_remove_any(void *p)
 {
 	vr_lock(&wlock, VR_RANK_REGISTRY);
 	struct snap *s = atomic_load(&current);
 	for (size_t i = 0; s && i < s->n; i++)
-		if (atomic_load(&s->e[i].r) == r)
-			atomic_store(&s->e[i].r, NULL);
+		if (atomic_load(&s->e[i].p) == p)
+			atomic_store(&s->e[i].p, NULL);
 	synchronize();
 	vr_unlock(&wlock);
+}
+
+void vr_registry_remove(struct vr_region *r)
+{
+	vr_registry_remove_any(r);
 }
 
 void vr_registry_atfork_prepare(void)

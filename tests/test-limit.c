@@ -183,8 +183,11 @@ static int spike_main(void)
 	if (!vr_ctx_stat(c, VR_STAT_LIMIT_EVENTS) || !vr_ctx_stat(c, VR_STAT_LIMIT_PURGES))
 		return 7;
 	/* one object of overshoot at most, plus what the monitor thread and
-	 * the kernel allocated meanwhile */
-	if (usage + 2 * OBJ < target || usage >= threshold)
+	 * the kernel allocated meanwhile; the kernel may also have reclaimed
+	 * clean page cache charged to the cgroup after the purge (seen: usage
+	 * 0.3 MiB under the target in a CI run while the library purged to
+	 * it), which is not the library's purge: 1 MiB of slack for that */
+	if (usage + 2 * OBJ + (1u << 20) < target || usage >= threshold)
 		return 8;
 	/* what was not purged still holds its data */
 	for (size_t i = 0; i < n; i++) {

@@ -27,6 +27,8 @@
 
 #include <stdbool.h>
 
+#include "objprog.h" /* objects mixed with ranges, against vrmodel.h */
+
 #define NREG 3
 #define MAXPG 64
 #define LOGN 48
@@ -1009,17 +1011,44 @@ static void test_model_mprotect_backend(void **state)
 	vt_assert_exit_ok(st);
 }
 
+/* objects (S19-S22) mixed with the ranges of a region: random programs
+ * through tests/objprog.h, every return value, statistic and the content
+ * of every pinned object against tests/vrmodel.h; in a scenario process,
+ * since its programs touch purged objects through the fault handler */
+static void scenario_objects(void)
+{
+	uint64_t seed = vt_get_seed("test-model objects");
+	static uint8_t prog[4096];
+	for (int k = 0; k < 60; k++) {
+		struct vt_rng r;
+		vt_seed(&r, seed + (uint64_t)k);
+		for (size_t j = 0; j < sizeof(prog); j += 8) {
+			uint64_t v = vt_next(&r);
+			memcpy(prog + j, &v, 8);
+		}
+		op_run(prog, sizeof(prog), true);
+	}
+}
+
+static void test_model_objects(void **state)
+{
+	(void)state;
+	vt_assert_exit_ok(vt_run_scenario("objects"));
+}
+
 int main(int argc, char **argv)
 {
 	P = vt_pg();
-	static const struct vt_scenario sc[] = { { "mprotect", scenario_mprotect } };
-	int rc = vt_scenario_dispatch(argc, argv, sc, 1, 120);
+	static const struct vt_scenario sc[] = { { "mprotect", scenario_mprotect },
+						 { "objects", scenario_objects } };
+	int rc = vt_scenario_dispatch(argc, argv, sc, 2, 120);
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model_default_backend),
 		cmocka_unit_test(test_model_anon),
 		cmocka_unit_test(test_model_mprotect_backend),
+		cmocka_unit_test(test_model_objects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

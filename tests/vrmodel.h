@@ -1,5 +1,6 @@
 /*
- * vrmodel.h - an executable model of the libvrange contract (api.md S3-S12)
+ * vrmodel.h - an executable model of the libvrange contract (api.md S3-S12,
+ * and the objects of S19-S22)
  *
  * Deliberately simple: ranges in a small unsorted array, a per-page
  * "discarded" flag and a per-byte expected content.  Used by the libFuzzer
@@ -9,6 +10,15 @@
  * Choices the contract leaves open are pinned to what libvrange does:
  * among pieces of one range that share an age, purges take the lowest
  * address first.
+ *
+ * Objects: the model is told where the library put each object (its
+ * pages, from vr_obj_ptr), since placement is the allocator's choice; the
+ * rest follows from the contract: a large object (a page or more) is one
+ * LRU unit aged by its last unpin; a page of small objects is a unit when
+ * every live object on it is unpinned and one is unpurged, aged by its
+ * youngest unpinned object (S21, S22); ranges and units purge in one
+ * order.  Callers keep small objects within one page each (no
+ * straddling), so that no two units share an age.
  */
 #ifndef VT_VRMODEL_H
 #define VT_VRMODEL_H
@@ -20,6 +30,14 @@
 
 #define VM_MAX_REGIONS 4
 #define VM_MAX_RANGES 4096
+#define VM_MAX_OBJS 128
+
+struct vm_obj {
+	bool live, pinned, purged, large;
+	size_t size;
+	uintptr_t pg0, pg1; /* first and last page (address / P) */
+	uint64_t age;       /* of the last unpin */
+};
 
 struct vm_range {
 	size_t start, end;
@@ -31,8 +49,8 @@ struct vm_range {
 struct vm_region {
 	bool live;
 	size_t size, pages, P;
-	uint8_t *expect;   /* expected content of every byte */
-	bool *discarded;   /* per page: whole page of a purged range, punched */
+	uint8_t *expect; /* expected content of every byte */
+	bool *discarded; /* per page: whole page of a purged range, punched */
 };
 
 struct vm {
@@ -43,6 +61,7 @@ struct vm {
 	uint64_t clock;
 	size_t limit;
 	uint64_t reclaimed, purges, events;
+	struct vm_obj obj[VM_MAX_OBJS];
 };
 
 static inline void vm_init(struct vm *m, size_t P)
@@ -104,6 +123,9 @@ static inline uint64_t vm_bytes(const struct vm *m, bool purged)
 	for (size_t k = 0; k < m->nrg; k++)
 		if (m->rg[k].purged == purged)
 			n += m->rg[k].end - m->rg[k].start;
+	for (size_t k = 0; k < VM_MAX_OBJS; k++) /* S22: unpinned objects */
+		if (m->obj[k].live && !m->obj[k].pinned && m->obj[k].purged == purged)
+			n += m->obj[k].size;
 	return n;
 }
 
@@ -140,11 +162,78 @@ static inline int vm_oldest(const struct vm *m)
 			continue;
 		const struct vm_range *a = &m->rg[k], *b = best >= 0 ? &m->rg[best] : NULL;
 		if (!b || a->age < b->age ||
-		    (a->age == b->age && (a->region < b->region ||
-					  (a->region == b->region && a->start < b->start))))
+		    (a->age == b->age &&
+		     (a->region < b->region || (a->region == b->region && a->start < b->start))))
 			best = (int)k;
 	}
 	return best;
+}
+
+/* S21: is page pg (of small objects) a unit, and how old is it? */
+static inline bool vm_page_unit(const struct vm *m, uintptr_t pg, uint64_t *age)
+{
+	bool any = false;
+	*age = 0;
+	for (size_t k = 0; k < VM_MAX_OBJS; k++) {
+		const struct vm_obj *o = &m->obj[k];
+		if (!o->live || o->large || pg < o->pg0 || pg > o->pg1)
+			continue;
+		if (o->pinned)
+			return false;
+		any |= !o->purged;
+		if (o->age > *age)
+			*age = o->age;
+	}
+	return any;
+}
+
+/* the oldest object unit: *large = index of a large object, or -1 and
+ * *pg = a page of small objects; false if there is none */
+static inline bool vm_oldest_obj(const struct vm *m, int *large, uintptr_t *pg, uint64_t *age)
+{
+	bool found = false;
+	for (size_t k = 0; k < VM_MAX_OBJS; k++) {
+		const struct vm_obj *o = &m->obj[k];
+		uint64_t a;
+		if (!o->live || o->pinned || o->purged)
+			continue;
+		if (o->large) {
+			a = o->age;
+			if (!found || a < *age) {
+				found = true;
+				*age = a;
+				*large = (int)k;
+			}
+			continue;
+		}
+		for (uintptr_t p = o->pg0; p <= o->pg1; p++)
+			if (vm_page_unit(m, p, &a) && (!found || a < *age)) {
+				found = true;
+				*age = a;
+				*large = -1;
+				*pg = p;
+			}
+	}
+	return found;
+}
+
+/* purge one object unit; returns the bytes reclaimed */
+static inline uint64_t vm_purge_obj(struct vm *m, int large, uintptr_t pg)
+{
+	if (large >= 0) {
+		struct vm_obj *o = &m->obj[large];
+		o->purged = true;
+		m->purges++;
+		return (o->size + m->P - 1) / m->P * m->P;
+	}
+	for (size_t k = 0; k < VM_MAX_OBJS; k++) {
+		struct vm_obj *o = &m->obj[k];
+		if (o->live && !o->large && pg >= o->pg0 && pg <= o->pg1 && !o->purged) {
+			o->purged = true;
+			m->purges++;
+		}
+	}
+	return m->P;
 }
 
 /* purge in S8 order until goal: by_bytes ? reclaimed >= n : volatile <= n */
@@ -154,16 +243,63 @@ static inline uint64_t vm_purge(struct vm *m, bool by_bytes, uint64_t n)
 	for (;;) {
 		if (by_bytes ? got >= n : vm_bytes(m, false) <= n)
 			break;
-		int k = vm_oldest(m);
-		if (k < 0)
+		int k = vm_oldest(m), large = -1;
+		uintptr_t pg = 0;
+		uint64_t oage = 0;
+		bool obj = vm_oldest_obj(m, &large, &pg, &oage);
+		if (k < 0 && !obj)
 			break;
-		uint64_t r = vm_discard(m, (size_t)k);
-		m->rg[k].purged = true;
+		uint64_t r;
+		if (obj && (k < 0 || oage < m->rg[k].age)) {
+			r = vm_purge_obj(m, large, pg);
+		} else {
+			r = vm_discard(m, (size_t)k);
+			m->rg[k].purged = true;
+			m->purges++;
+		}
 		m->reclaimed += r;
-		m->purges++;
 		got += r;
 	}
 	return got;
+}
+
+/* ---- objects (S19-S22) ---- */
+static inline void vm_obj_new(struct vm *m, int k, size_t size, uintptr_t addr)
+{
+	m->obj[k] = (struct vm_obj){ .live = true,
+				     .pinned = true,
+				     .large = size >= m->P,
+				     .size = size,
+				     .pg0 = addr / m->P,
+				     .pg1 = (addr + size - 1) / m->P };
+}
+
+static inline void vm_obj_free(struct vm *m, int k)
+{
+	m->obj[k].live = false;
+}
+
+static inline int vm_obj_pin(struct vm *m, int k)
+{
+	struct vm_obj *o = &m->obj[k];
+	int was = o->pinned ? 0 : o->purged;
+	o->pinned = true;
+	o->purged = false;
+	return was;
+}
+
+static inline int vm_obj_status(const struct vm *m, int k)
+{
+	const struct vm_obj *o = &m->obj[k];
+	return o->pinned ? 0 : 1 | (o->purged ? 2 : 0);
+}
+
+static inline uint64_t vm_nobjs(const struct vm *m)
+{
+	uint64_t n = 0;
+	for (size_t k = 0; k < VM_MAX_OBJS; k++)
+		n += m->obj[k].live;
+	return n;
 }
 
 static inline int vm_status(const struct vm *m, int region, size_t a, size_t b)
@@ -183,12 +319,27 @@ static inline void vm_enforce_limit(struct vm *m)
 		vm_purge(m, false, m->limit);
 }
 
+static inline int vm_obj_unpin(struct vm *m, int k)
+{
+	struct vm_obj *o = &m->obj[k];
+	if (o->pinned) {
+		o->pinned = false;
+		o->age = ++m->clock;
+		vm_enforce_limit(m); /* S22: the limit at every unpin */
+	}
+	return 0;
+}
+
 /* S3, S4, S10 */
 static inline int vm_mark(struct vm *m, int region, size_t a, size_t b)
 {
 	int in = vm_find(m, region, a);
-	if (in >= 0 && m->rg[in].end >= b)
-		return m->rg[in].purged ? 1 : 0;
+	if (in >= 0 && m->rg[in].end >= b) {
+		/* nothing changes (S3), but the limit holds whenever vr_mark
+		 * returns (S10): a free may have made something purgeable */
+		vm_enforce_limit(m);
+		return (vm_status(m, region, a, b) & 2) ? 1 : 0;
+	}
 	size_t s = a, e = b;
 	bool purged = false;
 	for (size_t k = 0; k < m->nrg; k++) {

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * s-objpair.c - scenario objpair: the cost of using an intact object.
+ *
+ * N live objects, all unpinned at rest (a cache between uses); one "pair"
+ * is vr_obj_pin of a random object (must return VR_INTACT) then
+ * vr_obj_unpin of it.  N = 10^3, 10^6 and 10^7 objects of 256 bytes, and
+ * 10^3 and 10^6 of 64 KiB (10^7 x 64 KiB would be 640 GiB of address
+ * space and 10^7 page-map entries per GiB: left out).  Object memory is
+ * never written (the memfd stays sparse), so the pair pays for the
+ * object's metadata only, as it should.  "hot" repeats one object.  In
+ * the same run: two uncontended mutex lock+unlock (the floor) and the
+ * MADV_FREE canary pair (Chromium's discardable memory on Linux).
+ *
+ * "handle-read-floor" is what any handle-based API pays at that size:
+ * load a random handle pointer from the caller's array and read a word of
+ * the handle (two dependent misses); the pair's cost beyond it is the
+ * library's.
+ *
+ * Also measured: metadata bytes per object (anonymous RSS growth over N,
+ * at 10^6 live 256-byte objects, unpinned: handles, slabs, page maps and
+ * the LRU logs), the waste of a mix of small objects (VR_STAT_FOOTPRINT
+ * against the bytes asked for, every object written), and two threads
+ * pairing on their own 10^5 objects against one thread.
+ */
+#include "bench.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <vrange.h>
+
+#define SCEN "objpair"
+#define BATCH 64
+
+static struct vr_obj **make_objs(struct vr_ctx *ctx, size_t n, size_t size)
+{
+	struct vr_obj **o = malloc(n * sizeof(*o));
+	CHECK(o);
+	for (size_t i = 0; i < n; i++) {
+		VRCHECK(vr_obj_new(ctx, size, 0, &o[i]));
+		VRCHECK(vr_obj_unpin(o[i]));
+	}
+	return o;
+}
+
+static void pair_batch(struct vr_obj **o, size_t n, uint64_t *rng, bool hot)
+{
+	for (size_t j = 0; j < BATCH; j++) {
+		struct vr_obj *x = o[hot ? n / 2 : rng_below(rng, n)];
+		int a = vr_obj_pin(x), b = vr_obj_unpin(x);
+		if (a != VR_INTACT || b != 0)
+			die("object pair: pin %d unpin %d (expected intact)", a, b);
+	}
+}
+
+static void bench_pairs(size_t n, size_t size, const char *tag)
+{
+	struct vr_ctx *ctx;
+	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
+	uint64_t anon0 = proc_status_kib("RssAnon");
+	uint64_t t0 = now_ns();
+	struct vr_obj **o = make_objs(ctx, n, size);
+	char name[48];
+	snprintf(name, sizeof(name), "obj-new-unpin-%s", tag);
+	emit_row(SCEN, name, (double)(now_ns() - t0) / (double)n, NAN, "ns/obj", (long)n);
+	if (size == 256 && n >= 1000000) {
+		/* the handle array is the benchmark's, not the library's */
+		double meta = ((double)(proc_status_kib("RssAnon") - anon0) * 1024.0 -
+			       (double)(n * sizeof(*o))) /
+			      (double)n;
+		snprintf(name, sizeof(name), "obj-meta-bytes-%s", tag);
+		emit_row(SCEN, name, meta, NAN, "B/obj", (long)n);
+	}
+	uint64_t rng = 0x9e3779b9 + n;
+	size_t nsamp = BY_MODE(100, 800, 3000);
+	if (n >= 1000000) {
+		/* the floor of any handle API at this size: fetch a random
+		 * handle pointer from the caller's array and read one word of
+		 * the handle (two dependent cache misses), one at a time */
+		struct samples f = { 0 };
+		uint64_t sink = 0;
+		for (size_t i = 0; i < nsamp; i++) {
+			uint64_t t = now_ns();
+			for (size_t j = 0; j < BATCH; j++) {
+				/* each load depends on the last one, as the
+				 * pairs' atomics serialize theirs: no overlap */
+				uint64_t v = *(volatile const uint64_t *)(const void *)
+						     o[rng_below(&rng, n)];
+				sink += v;
+				rng += v & 1;
+			}
+			samples_add(&f, (double)(now_ns() - t) / BATCH);
+		}
+		snprintf(name, sizeof(name), "handle-read-floor-%s", tag);
+		emit_samples(SCEN, name, &f, "ns");
+		samples_free(&f);
+		CHECK(sink != 1); /* keeps the loads */
+	}
+	for (int hot = 0; hot <= 1; hot++) {
+		struct samples s = { 0 };
+		pair_batch(o, n, &rng, hot); /* warm-up */
+		for (size_t i = 0; i < nsamp; i++) {
+			uint64_t t = now_ns();
+			pair_batch(o, n, &rng, hot);
+			samples_add(&s, (double)(now_ns() - t) / BATCH);
+		}
+		snprintf(name, sizeof(name), "obj-pair-%s%s", tag, hot ? "-hot" : "");
+		emit_samples(SCEN, name, &s, "ns");
+		samples_free(&s);
+	}
+	CHECK(vr_ctx_stat(ctx, VR_STAT_PURGES) == 0);
+	CHECK(vr_ctx_stat(ctx, VR_STAT_OBJECTS) == n);
+	CHECK(vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) == n * size);
+	vr_ctx_destroy(ctx); /* frees the objects */
+	free(o);
+}
+
+/* small objects of a size-class mix, every byte written */
+static void bench_waste(void)
+{
+	struct vr_ctx *ctx;
+	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
+	size_t n = BY_MODE(20000, 200000, 1000000);
+	uint64_t rng = 77, asked = 0;
+	for (size_t i = 0; i < n; i++) {
+		/* an octave 16-31 ... 2048-4095 chosen uniformly, then a size
+		 * uniform within it */
+		unsigned k = 4 + (unsigned)rng_below(&rng, 8);
+		size_t size = ((size_t)1 << k) + rng_below(&rng, (uint64_t)1 << k);
+		struct vr_obj *o;
+		VRCHECK(vr_obj_new(ctx, size, 0, &o));
+		memset(vr_obj_ptr(o), 1, size);
+		asked += size;
+	}
+	uint64_t fp = vr_ctx_stat(ctx, VR_STAT_FOOTPRINT);
+	emit_row(SCEN, "obj-waste-small-mix", 100.0 * (double)(fp - asked) / (double)fp, NAN,
+		 "%pages", (long)n);
+	vr_ctx_destroy(ctx);
+}
+
+/* ---- two threads on their own objects against one ---- */
+struct worker {
+	pthread_t th;
+	bool floor; /* a private mutex pair instead: what the machine scales */
+	pthread_mutex_t m;
+	struct vr_obj **o;
+	size_t n;
+	int cpu;
+	_Atomic bool *stop;
+	pthread_barrier_t *bar;
+	uint64_t ops, ns;
+	char pad[64];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t rng = 1234 + (uint64_t)w->cpu, ops = 0;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(w->cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	pthread_barrier_wait(w->bar);
+	uint64_t t0 = now_ns();
+	while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
+		if (w->floor) {
+			for (int j = 0; j < BATCH; j++) {
+				pthread_mutex_lock(&w->m);
+				__asm__ volatile("" ::: "memory");
+				pthread_mutex_unlock(&w->m);
+				pthread_mutex_lock(&w->m);
+				__asm__ volatile("" ::: "memory");
+				pthread_mutex_unlock(&w->m);
+			}
+		} else {
+			pair_batch(w->o, w->n, &rng, false);
+		}
+		ops += BATCH;
+	}
+	w->ns = now_ns() - t0;
+	w->ops = ops;
+	return NULL;
+}
+
+static double run_threads(struct worker *ws, int nt, uint64_t dur_ns)
+{
+	pthread_barrier_t bar;
+	_Atomic bool stop = false;
+	pthread_barrier_init(&bar, NULL, (unsigned)nt + 1);
+	for (int i = 0; i < nt; i++) {
+		ws[i].bar = &bar;
+		ws[i].stop = &stop;
+		CHECK(pthread_create(&ws[i].th, NULL, worker_main, &ws[i]) == 0);
+	}
+	pthread_barrier_wait(&bar);
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)dur_ns };
+	nanosleep(&ts, NULL);
+	atomic_store(&stop, true);
+	double tput = 0;
+	for (int i = 0; i < nt; i++) {
+		pthread_join(ws[i].th, NULL);
+		tput += (double)ws[i].ops / ((double)ws[i].ns / 1e9);
+	}
+	pthread_barrier_destroy(&bar);
+	return tput;
+}
+
+static void bench_threads(void)
+{
+	struct vr_ctx *ctx;
+	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
+	size_t n = BY_MODE(10000, 100000, 100000);
+	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	struct worker ws[2];
+	memset(ws, 0, sizeof(ws));
+	for (int i = 0; i < 2; i++) {
+		ws[i].o = make_objs(ctx, n, 256);
+		ws[i].n = n;
+		ws[i].cpu = ncpu > 1 ? i : 0;
+	}
+	struct samples r = { 0 }, t1s = { 0 }, fr = { 0 };
+	uint64_t dur = BY_MODE(50, 100, 300) * 1000000ull;
+	for (int i = 0; i < 2; i++)
+		pthread_mutex_init(&ws[i].m, NULL);
+	/* interleaved: objects, then the mutex floor, in each repetition */
+	for (int rep = 0; rep < BY_MODE(3, 10, 20); rep++) {
+		ws[0].floor = ws[1].floor = false;
+		double t1 = run_threads(ws, 1, dur);
+		double t2 = run_threads(ws, 2, dur);
+		samples_add(&r, t2 / t1);
+		samples_add(&t1s, t1 / 1e6);
+		ws[0].floor = ws[1].floor = true;
+		double m1 = run_threads(ws, 1, dur);
+		double m2 = run_threads(ws, 2, dur);
+		samples_add(&fr, m2 / m1);
+	}
+	emit_samples(SCEN, "obj-1t-1e5", &t1s, "Mpairs/s");
+	emit_row(SCEN, "obj-2t-ratio", samples_pct(&r, 50), samples_pct(&r, 1), "x", (long)r.n);
+	emit_row(SCEN, "mutex-2t-ratio", samples_pct(&fr, 50), samples_pct(&fr, 1), "x",
+		 (long)fr.n);
+	samples_free(&r);
+	samples_free(&t1s);
+	samples_free(&fr);
+	vr_ctx_destroy(ctx);
+	free(ws[0].o);
+	free(ws[1].o);
+}
+
+int run_objpair(void)
+{
+	bench_mutex_pair(SCEN);
+	bench_canary_pair(SCEN);
+	bench_pairs(1000, 256, "1e3");
+	bench_pairs(1000, 64 * KiB, "1e3-64k");
+	if (bopt.mode == MODE_SMOKE) {
+		bench_pairs(10000, 256, "1e4");
+	} else {
+		bench_pairs(10000, 256, "1e4");
+		bench_pairs(100000, 256, "1e5");
+		bench_pairs(1000000, 256, "1e6");
+		bench_pairs(1000000, 64 * KiB, "1e6-64k");
+		bench_pairs(10000000, 256, "1e7");
+	}
+	bench_waste();
+	bench_threads();
+	return 0;
+}

@@ -1,0 +1,705 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * obj-alloc.c - where objects live: chunks, page spans, size-class slabs
+ *
+ * Address space.  A chunk is one memfd, ftruncate'd and mapped MAP_SHARED
+ * whole at creation (OBJ_CHUNK_SHIFT: 1 GiB of address space; an object
+ * larger than that gets a chunk of its own size).  A memfd page costs
+ * memory only once written, so a mostly empty chunk costs a 2 MiB page map
+ * of address space and nothing else.  Chunks are MADV_DONTFORK (S25) and
+ * registered in the registry so the fault path finds them lock-free.
+ *
+ * Spans.  Pages are handed out by a bump pointer in the current chunk,
+ * and freed spans go to size-segregated bins (exact sizes up to 32 pages,
+ * then one bin per power of two, first fit), coalesced with free
+ * neighbours through boundary tags in the page map; a free span that ends
+ * at the bump pointer gives its pages back to the bump instead.  Freed
+ * spans are hole-punched, so memory returns to the kernel at once and a
+ * reused span reads as zero without a memset.
+ *
+ * Slabs.  Objects smaller than a page are packed in slabs: a span of 1-16
+ * pages cut into slots of one size class (16-byte steps up to 128, then 8
+ * classes per doubling up to the page size; internal waste <= 1/9 of an
+ * object, 3-5% on average).  Slots are laid edge to edge and may straddle
+ * a page boundary, so the tail of a slab wastes at most 1/64 of it (the
+ * page count per class is chosen for that).  A straddling object belongs
+ * to both pages: pinning it holds both, purging either purges it.  The
+ * lowest free slot is used first, so live objects gather at the start of
+ * their slabs and pages that lose their last object are punched at once.
+ * Slabs keep their span for their class for the life of the ctx.
+ *
+ * Locks: a class lock for its slabs (slots, nlive, restoring discarded
+ * pages), span_lock (leaf) for chunks, spans, large handles, the slab list.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "inject.h"
+#include "obj.h"
+
+static inline size_t pgsz(void)
+{
+	return (size_t)1 << vr_page_shift();
+}
+
+/* ---- size classes ---- */
+static unsigned slab_pages_for(uint32_t size)
+{
+	size_t pg = pgsz(), best = 1, best_waste = SIZE_MAX;
+	for (size_t n = 1; n <= OBJ_MAX_SLAB_PAGES; n++) {
+		size_t span = n * pg, waste = span % size;
+		if (waste * 64 <= span)
+			return (unsigned)n;
+		if (waste * best < best_waste * n) { /* waste/span smaller */
+			best = n;
+			best_waste = waste;
+		}
+	}
+	return (unsigned)best;
+}
+
+int vr_objs_alloc_init(struct vr_objs *os)
+{
+	size_t pg = pgsz();
+	uint32_t sizes[256];
+	unsigned n = 0;
+	for (uint32_t s = 16; s <= 128; s += 16)
+		sizes[n++] = s;
+	for (uint32_t base = 128; base < pg && n < 248; base *= 2)
+		for (uint32_t k = 1; k <= 8; k++) {
+			uint32_t s = base + k * (base / 8);
+			if (s > pg)
+				break;
+			sizes[n++] = s;
+		}
+	if (sizes[n - 1] != pg)
+		sizes[n++] = (uint32_t)pg;
+	os->classes = vr_calloc_aligned(n * sizeof(*os->classes));
+	if (!os->classes)
+		return -ENOMEM;
+	os->nclasses = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct vr_class *c = &os->classes[i];
+		pthread_mutex_init(&c->lock, NULL);
+		c->size = sizes[i];
+		c->npages = slab_pages_for(sizes[i]);
+		c->nslots = (uint32_t)(c->npages * pg / sizes[i]);
+	}
+	return 0;
+}
+
+static struct vr_class *class_of(struct vr_objs *os, size_t size)
+{
+	unsigned lo = 0, hi = os->nclasses - 1;
+	while (lo < hi) { /* first class >= size */
+		unsigned mid = (lo + hi) / 2;
+		if (os->classes[mid].size >= size)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return &os->classes[lo];
+}
+
+/* ---- chunks (span_lock held) ---- */
+static struct vr_chunk *chunk_new(struct vr_objs *os, size_t min_bytes, int *err)
+{
+	size_t size = (size_t)1 << OBJ_CHUNK_SHIFT;
+	if (min_bytes > size)
+		size = min_bytes;
+	size_t np = size >> vr_page_shift();
+	struct vr_chunk *ch = calloc(1, sizeof(*ch));
+	struct vr_chunk **arr = os->chunks;
+	if (os->nchunks == os->cap_chunks) {
+		size_t cap = os->cap_chunks ? 2 * os->cap_chunks : 8;
+		arr = realloc(os->chunks, cap * sizeof(*arr));
+		if (arr) {
+			os->chunks = arr;
+			os->cap_chunks = cap;
+		}
+	}
+	*err = -ENOMEM;
+	if (!ch || !arr)
+		goto fail_ch;
+	ch->fd = vr_memfd_create("vrange-objects", MFD_CLOEXEC);
+	if (ch->fd < 0) {
+		*err = -errno;
+		goto fail_ch;
+	}
+	ch->base = MAP_FAILED;
+	ch->map = MAP_FAILED;
+	if (vr_ftruncate(ch->fd, (off_t)size) < 0)
+		goto fail_sys;
+	ch->base =
+		vr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, ch->fd, 0);
+	if (ch->base == MAP_FAILED || vr_madvise(ch->base, size, MADV_DONTFORK) < 0)
+		goto fail_sys;
+	ch->map = vr_mmap(NULL, np * sizeof(*ch->map), PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (ch->map == MAP_FAILED)
+		goto fail_sys;
+	ch->size = size;
+	ch->objs = os;
+	ch->fork_gen = os->ctx->fork_gen;
+	*err = vr_registry_add_kind(ch, ch->base, size, VR_REG_OBJ);
+	if (*err < 0)
+		goto fail;
+	os->chunks[os->nchunks++] = ch;
+	return ch;
+fail_sys:
+	*err = -errno;
+fail:
+	if (ch->map != MAP_FAILED)
+		munmap((void *)ch->map, np * sizeof(*ch->map));
+	if (ch->base != MAP_FAILED)
+		munmap(ch->base, size);
+	close(ch->fd);
+fail_ch:
+	free(ch);
+	return NULL;
+}
+
+static void chunk_free(struct vr_chunk *ch, bool inherited)
+{
+	if (!inherited) {
+		vr_registry_remove_any(ch);
+		munmap(ch->base, ch->size);
+	}
+	munmap((void *)ch->map, (ch->size >> vr_page_shift()) * sizeof(*ch->map));
+	close(ch->fd);
+	free(ch);
+}
+
+/* ---- spans (span_lock held) ---- */
+static unsigned bin_of(size_t np)
+{
+	if (np <= 32)
+		return (unsigned)np - 1;
+	unsigned b = 32 + (63 - (unsigned)__builtin_clzll(np)) - 5;
+	return b < OBJ_NBINS ? b : OBJ_NBINS - 1;
+}
+
+static void map_set(struct vr_chunk *ch, size_t page, size_t np, uintptr_t v)
+{
+	for (size_t i = 0; i < np; i++)
+		atomic_store_explicit(&ch->map[page + i], v, memory_order_release);
+}
+
+static void fspan_unlink(struct vr_objs *os, struct vr_fspan *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		os->bins[bin_of(f->npages)] = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+}
+
+static void fspan_link(struct vr_objs *os, struct vr_fspan *f)
+{
+	unsigned b = bin_of(f->npages);
+	f->prev = NULL;
+	f->next = os->bins[b];
+	if (f->next)
+		f->next->prev = f;
+	os->bins[b] = f;
+	uintptr_t tag = (uintptr_t)f | PM_FREE;
+	atomic_store(&f->chunk->map[f->page], tag);
+	atomic_store(&f->chunk->map[f->page + f->npages - 1], tag);
+}
+
+/* free spans are tagged on their first and last page only */
+static void fspan_untag(struct vr_fspan *f)
+{
+	atomic_store(&f->chunk->map[f->page], 0);
+	atomic_store(&f->chunk->map[f->page + f->npages - 1], 0);
+}
+
+/* a span of np pages: 0 and *chp, *pagep, or -errno */
+static int span_alloc(struct vr_objs *os, size_t np, struct vr_chunk **chp, size_t *pagep)
+{
+	for (unsigned b = bin_of(np); b < OBJ_NBINS; b++) {
+		for (struct vr_fspan *f = os->bins[b]; f; f = f->next) {
+			if (f->npages < np)
+				continue;
+			fspan_unlink(os, f);
+			fspan_untag(f);
+			*chp = f->chunk;
+			*pagep = f->page;
+			if (f->npages > np) {
+				f->page += np;
+				f->npages -= np;
+				fspan_link(os, f);
+			} else {
+				free(f);
+			}
+			return 0;
+		}
+	}
+	size_t bytes = np << vr_page_shift();
+	struct vr_chunk *ch = os->cur;
+	if (!ch || ch->size - ch->bump < bytes) {
+		int err;
+		struct vr_chunk *nc = chunk_new(os, bytes, &err);
+		if (!nc)
+			return err;
+		if (bytes >= ((size_t)1 << OBJ_CHUNK_SHIFT)) {
+			nc->bump = bytes; /* a chunk of its own */
+			*chp = nc;
+			*pagep = 0;
+			return 0;
+		}
+		os->cur = nc;
+		struct vr_fspan *f = ch && ch->bump < ch->size ? malloc(sizeof(*f)) : NULL;
+		if (f) { /* the old chunk's tail stays usable */
+			size_t tail = ch->bump >> vr_page_shift();
+			*f = (struct vr_fspan){ .chunk = ch,
+						.page = tail,
+						.npages = (ch->size >> vr_page_shift()) - tail };
+			fspan_link(os, f);
+			ch->bump = ch->size;
+		}
+		ch = nc;
+	}
+	*chp = ch;
+	*pagep = ch->bump >> vr_page_shift();
+	ch->bump += bytes;
+	return 0;
+}
+
+/* give [page, page + np) back (already punched or never written) */
+static void span_free(struct vr_objs *os, struct vr_chunk *ch, size_t page, size_t np)
+{
+	map_set(ch, page, np, 0);
+	if (page > 0) {
+		uintptr_t v = atomic_load(&ch->map[page - 1]);
+		if (PM_TAG(v) == PM_FREE) {
+			struct vr_fspan *l = PM_PTR(v);
+			fspan_unlink(os, l);
+			fspan_untag(l);
+			page = l->page;
+			np += l->npages;
+			free(l);
+		}
+	}
+	size_t end = page + np, pages = ch->size >> vr_page_shift();
+	if (end < pages) {
+		uintptr_t v = atomic_load(&ch->map[end]);
+		if (PM_TAG(v) == PM_FREE) {
+			struct vr_fspan *r = PM_PTR(v);
+			fspan_unlink(os, r);
+			fspan_untag(r);
+			np += r->npages;
+			free(r);
+		}
+	}
+	if (ch == os->cur && ((page + np) << vr_page_shift()) == ch->bump) {
+		ch->bump = page << vr_page_shift();
+		return;
+	}
+	struct vr_fspan *f = malloc(sizeof(*f));
+	if (!f)
+		return; /* the pages stay unused: address space, not memory */
+	*f = (struct vr_fspan){ .chunk = ch, .page = page, .npages = np };
+	fspan_link(os, f);
+}
+
+/* ---- discard / restore (purge.c's order: trap first, then punch) ----
+ * Object memory belongs to no region, so it is trapped directly: guard
+ * markers with the guard backend, else mprotect (which every kernel has;
+ * the chunks are MAP_SHARED memfd mappings, PROT_READ|PROT_WRITE). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+static int obj_trap(void *p, size_t len, bool arm)
+{
+	int rc = vr_trap_current() == VR_TRAP_GUARD
+			 ? vr_madvise(p, len, arm ? MADV_GUARD_INSTALL : MADV_GUARD_REMOVE)
+			 : vr_mprotect(p, len, arm ? PROT_NONE : PROT_READ | PROT_WRITE);
+	return rc < 0 ? -errno : 0;
+}
+
+int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len)
+{
+	atomic_store(&os->trap_gen, vr_trap_gen_next());
+	int err = obj_trap(p, len, true);
+	if (err < 0)
+		return err;
+	if (vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p - ch->base),
+			 (off_t)len) < 0) {
+		err = -errno;
+		obj_trap(p, len, false);
+		return err;
+	}
+	return 0;
+}
+
+int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
+{
+	atomic_store(&os->trap_gen, vr_trap_gen_next());
+	return obj_trap(p, len, false);
+}
+
+static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)
+{
+	/* best effort: a failed punch keeps memory, never data of a live object */
+	(void)vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			   (off_t)(p - ch->base), (off_t)len);
+}
+
+/* ---- metadata memory (span_lock held) ----
+ * Slabs (with their handles and page descriptors) and large objects'
+ * handles come from 2 MiB-aligned anonymous mappings advised
+ * MADV_HUGEPAGE, bump-allocated and freed only with the ctx (they are
+ * type-stable anyway).  10^6 objects' handles are 32 MB: with 4 KiB pages
+ * a random pin would pay a TLB miss (a two-dimensional page walk in a VM)
+ * on top of the cache miss. */
+#define META_BYTES ((size_t)2 << 20)
+static void *meta_alloc(struct vr_objs *os, size_t size)
+{
+	size = (size + 63) & ~(size_t)63;
+	if (size > META_BYTES)
+		return NULL;
+	if (!os->meta_cur || META_BYTES - os->meta_used < size) {
+		if (os->nblocks == os->cap_blocks) {
+			size_t cap = os->cap_blocks ? 2 * os->cap_blocks : 16;
+			void **b = realloc(os->blocks, cap * sizeof(*b));
+			if (!b)
+				return NULL;
+			os->blocks = b;
+			os->cap_blocks = cap;
+		}
+		uint8_t *m = vr_mmap(NULL, 2 * META_BYTES, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		uint8_t *a = (uint8_t *)(((uintptr_t)m + META_BYTES - 1) & ~(META_BYTES - 1));
+		if (a > m)
+			munmap(m, (size_t)(a - m));
+		munmap(a + META_BYTES, (size_t)(m + 2 * META_BYTES - (a + META_BYTES)));
+		(void)madvise(a, META_BYTES, MADV_HUGEPAGE); /* a hint: may be refused */
+		os->blocks[os->nblocks++] = a;
+		os->meta_cur = a;
+		os->meta_used = 0;
+	}
+	void *p = os->meta_cur + os->meta_used;
+	os->meta_used += size;
+	return p; /* zero: fresh anonymous memory */
+}
+
+/* ---- handles of large objects (span_lock held) ---- */
+#define HBLOCK 128
+static struct vr_obj *handle_get(struct vr_objs *os)
+{
+	if (!os->free_handles) {
+		struct vr_obj *blk = meta_alloc(os, HBLOCK * sizeof(*blk));
+		if (!blk)
+			return NULL;
+		for (int i = 0; i < HBLOCK; i++) {
+			blk[i].home = os->free_handles;
+			os->free_handles = &blk[i];
+		}
+	}
+	struct vr_obj *o = os->free_handles;
+	os->free_handles = o->home;
+	return o;
+}
+
+/* ---- slabs ---- */
+void vr_opage_hold(struct vr_opage *p)
+{
+	atomic_fetch_add(&p->pw, 1);
+	while (atomic_load(&p->pw) & PG_PURGING)
+		sched_yield();
+}
+
+void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32_t *hi)
+{
+	size_t a = pi << vr_page_shift(), b = ((pi + 1) << vr_page_shift()) - 1;
+	*lo = (uint32_t)(a / s->size);
+	size_t h = b / s->size;
+	*hi = (uint32_t)(h < s->nslots ? h : s->nslots - 1);
+}
+
+/* class lock held */
+static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err)
+{
+	size_t nw = (c->nslots + 63) / 64;
+	size_t off_pages = (sizeof(struct vr_slab) + nw * 8 + 31) & ~(size_t)31;
+	size_t off_objs = off_pages + c->npages * sizeof(struct vr_opage);
+	size_t page, bytes = off_objs + c->nslots * sizeof(struct vr_obj);
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	struct vr_slab *s = meta_alloc(os, bytes);
+	*err = -ENOMEM;
+	if (!s) {
+		vr_unlock(&os->span_lock);
+		return NULL;
+	}
+	s->freemap = (uint64_t *)(s + 1);
+	s->pages = (struct vr_opage *)((uint8_t *)s + off_pages);
+	s->objs = (struct vr_obj *)((uint8_t *)s + off_objs);
+	*err = span_alloc(os, c->npages, &s->chunk, &page);
+	if (*err < 0) {
+		os->meta_used -= (bytes + 63) & ~(size_t)63; /* the last block: give it back */
+		memset(s, 0, bytes);
+		vr_unlock(&os->span_lock);
+		return NULL;
+	}
+	s->all = os->slabs;
+	os->slabs = s;
+	s->base = s->chunk->base + (page << vr_page_shift());
+	s->cls = c;
+	s->size = c->size;
+	s->nslots = s->nfree = c->nslots;
+	s->npages = c->npages;
+	for (uint32_t i = 0; i < c->npages; i++) {
+		s->pages[i].slab = s;
+		s->pages[i].objs = os;
+	}
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		s->objs[i].ptr = s->base + (size_t)i * c->size;
+		s->objs[i].home = &s->pages[((size_t)i * c->size) >> vr_page_shift()];
+		s->freemap[i / 64] |= 1ull << (i % 64);
+	}
+	map_set(s->chunk, page, c->npages, (uintptr_t)s | PM_SLAB);
+	vr_unlock(&os->span_lock);
+	return s;
+}
+
+static void partial_link(struct vr_class *c, struct vr_slab *s)
+{
+	s->prev = NULL;
+	s->next = c->partial;
+	if (s->next)
+		s->next->prev = s;
+	c->partial = s;
+}
+
+static void partial_unlink(struct vr_class *c, struct vr_slab *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		c->partial = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+}
+
+/* restore the discarded pages among n pages from p; class lock held */
+static int restore_pages(struct vr_objs *os, struct vr_opage *p, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!(atomic_load(&p[i].pw) & PG_DISCARDED))
+			continue;
+		struct vr_slab *s = p[i].slab;
+		int err = vr_objs_restore(
+			os, s->base + ((size_t)(&p[i] - s->pages) << vr_page_shift()), pgsz());
+		if (err < 0)
+			return err;
+		atomic_fetch_and(&p[i].pw, ~PG_DISCARDED);
+	}
+	return 0;
+}
+
+int vr_objs_restore_small(struct vr_objs *os, struct vr_obj *o)
+{
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	struct vr_class *c = p->slab->cls;
+	if (vr_held(&c->lock))
+		return -EDEADLK; /* a signal handler interrupted this class's lock */
+	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
+	int err = restore_pages(os, p, n);
+	vr_unlock(&c->lock);
+	return err;
+}
+
+static int alloc_small(struct vr_objs *os, size_t size, uint64_t gen, struct vr_obj **out)
+{
+	struct vr_class *c = class_of(os, size);
+	int err = 0;
+	if (vr_held(&c->lock) || vr_held(&os->span_lock))
+		return -EDEADLK; /* a signal handler interrupted an allocation */
+	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
+	struct vr_slab *s = c->partial;
+	if (!s) {
+		s = slab_new(os, c, &err);
+		if (!s)
+			goto out;
+		partial_link(c, s);
+	}
+	uint32_t slot = 0;
+	for (uint32_t w = 0;; w++)
+		if (s->freemap[w]) {
+			slot = w * 64 + (uint32_t)__builtin_ctzll(s->freemap[w]);
+			break;
+		}
+	struct vr_obj *o = &s->objs[slot];
+	o->size_gen = (uint64_t)size << 16 | gen;
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_hold(&p[i]);
+	err = restore_pages(os, p, n);
+	if (err < 0) {
+		for (unsigned i = 0; i < n; i++)
+			vr_opage_drop(&p[i]);
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++)
+		p[i].nlive++;
+	s->freemap[slot / 64] &= ~(1ull << (slot % 64));
+	if (--s->nfree == 0)
+		partial_unlink(c, s);
+	bool dirty = slot < s->fresh;
+	if (!dirty)
+		s->fresh = slot + 1;
+	atomic_store(&o->state, OS_LIVE | OS_PINNED);
+	vr_unlock(&c->lock);
+	if (dirty) /* pinned: no purge can discard these pages now */
+		memset(o->ptr, 0, size);
+	*out = o;
+	return 0;
+out:
+	vr_unlock(&c->lock);
+	return err;
+}
+
+int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
+{
+	uint64_t gen = atomic_load(&vr_fork_gen) & 0xffff;
+	if (size < pgsz())
+		return alloc_small(os, size, gen, out);
+	size_t np = (size + pgsz() - 1) >> vr_page_shift();
+	struct vr_chunk *ch;
+	size_t page;
+	if (vr_held(&os->span_lock))
+		return -EDEADLK;
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	struct vr_obj *o = handle_get(os);
+	int err = o ? span_alloc(os, np, &ch, &page) : -ENOMEM;
+	if (err < 0) {
+		if (o) {
+			o->home = os->free_handles;
+			os->free_handles = o;
+		}
+		vr_unlock(&os->span_lock);
+		return err;
+	}
+	o->ptr = ch->base + (page << vr_page_shift());
+	o->home = ch;
+	o->size_gen = (uint64_t)size << 16 | gen;
+	atomic_store(&o->state, OS_LIVE | OS_PINNED | OS_LARGE);
+	map_set(ch, page, np, (uintptr_t)o | PM_LARGE);
+	vr_unlock(&os->span_lock);
+	*out = o;
+	return 0;
+}
+
+static void release_large(struct vr_objs *os, struct vr_obj *o)
+{
+	uint64_t s = atomic_load(&o->state);
+	struct vr_chunk *ch = o->home;
+	size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
+	bool reusable = true;
+	if ((s & OS_PURGED) && !(s & OS_PINNED))
+		reusable = vr_objs_restore(os, o->ptr, len) == 0; /* else: stays trapped */
+	else
+		punch(ch, o->ptr, len);
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	atomic_store(&o->state, 0);
+	size_t page = (size_t)(o->ptr - ch->base) >> vr_page_shift();
+	if (reusable)
+		span_free(os, ch, page, len >> vr_page_shift());
+	else
+		map_set(ch, page, len >> vr_page_shift(), 0);
+	o->home = os->free_handles;
+	os->free_handles = o;
+	vr_unlock(&os->span_lock);
+}
+
+/* small: the caller holds one pin on each page of o */
+void vr_objs_release(struct vr_objs *os, struct vr_obj *o)
+{
+	uint64_t s = atomic_load(&o->state);
+	if (s & OS_LARGE) {
+		release_large(os, o);
+		return;
+	}
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	struct vr_slab *sl = p->slab;
+	struct vr_class *c = sl->cls;
+	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
+	atomic_store(&o->state, 0);
+	uint32_t slot = (uint32_t)(o - sl->objs);
+	sl->freemap[slot / 64] |= 1ull << (slot % 64);
+	if (sl->nfree++ == 0)
+		partial_link(c, sl);
+	for (unsigned i = 0; i < n; i++) {
+		if (s & OS_PINNED)
+			vr_opage_drop(&p[i]);
+		if (--p[i].nlive == 0) {
+			/* no live object left on the page: memory back to the kernel */
+			restore_pages(os, &p[i], 1);
+			punch(sl->chunk,
+			      sl->base + ((size_t)(&p[i] - sl->pages) << vr_page_shift()), pgsz());
+			atomic_store(&p[i].youngest, 0);
+		} else {
+			vr_obj_page_requeue(os, &p[i]);
+		}
+	}
+	vr_unlock(&c->lock);
+}
+
+struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t a)
+{
+	uintptr_t base = (uintptr_t)ch->base;
+	if (a < base || a - base >= ch->size)
+		return NULL;
+	uintptr_t v =
+		atomic_load_explicit(&ch->map[(a - base) >> vr_page_shift()], memory_order_acquire);
+	struct vr_obj *o = NULL;
+	if (PM_TAG(v) == PM_LARGE) {
+		o = PM_PTR(v);
+	} else if (PM_TAG(v) == PM_SLAB) {
+		struct vr_slab *s = PM_PTR(v);
+		size_t slot = (a - (uintptr_t)s->base) / s->size;
+		if (slot >= s->nslots)
+			return NULL;
+		o = &s->objs[slot];
+	} else {
+		return NULL;
+	}
+	uint64_t st = atomic_load_explicit(&o->state, memory_order_acquire);
+	if (!(st & OS_LIVE) || a < (uintptr_t)o->ptr || a - (uintptr_t)o->ptr >= obj_size(o))
+		return NULL;
+	return o;
+}
+
+void vr_objs_alloc_fini(struct vr_objs *os, bool inherited)
+{
+	for (size_t i = 0; i < os->nchunks; i++)
+		chunk_free(os->chunks[i], inherited);
+	free(os->chunks);
+	for (size_t i = 0; i < os->nblocks; i++) /* slabs and handles */
+		munmap(os->blocks[i], META_BYTES);
+	free(os->blocks);
+	for (unsigned b = 0; b < OBJ_NBINS; b++)
+		for (struct vr_fspan *f = os->bins[b], *next; f; f = next) {
+			next = f->next;
+			free(f);
+		}
+	if (!inherited)
+		for (unsigned i = 0; i < os->nclasses; i++)
+			pthread_mutex_destroy(&os->classes[i].lock);
+	free(os->classes);
+}

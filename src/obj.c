@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * obj.c - purgeable objects (API S19-S25): the public calls, the per-object
+ * state machine, the object LRU (logs + requeue heap) as purge sources for
+ * purge.c, and the fault hook called by fault.c.  See obj.h for the rules.
+ *
+ * Pin and unpin of an intact object touch the handle, its page
+ * descriptor(s) (small objects) and the calling thread's log and gauge
+ * shard; no search by address, no system call, no lock but the thread's
+ * own log lock (shared only with threads hashed onto the same log, and
+ * with the purger popping it).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <ucontext.h>
+
+#include "inject.h"
+#include "kind.h"
+#include "obj.h"
+
+/* Per-thread state, one small initial-exec TLS block (the library may be
+ * dlopen()ed: static TLS is scarce): the thread's log index (1-based, 0 =
+ * not assigned) and the fault path's re-fault record. */
+static __thread struct {
+	unsigned log, count;
+	void *addr;
+	uint64_t gen;
+} otls __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned next_log;
+
+unsigned vr_obj_log_index(void)
+{
+	unsigned l = otls.log;
+	if (!l) {
+		l = atomic_fetch_add(&next_log, 1) % OBJ_NLOG + 1;
+		otls.log = l;
+	}
+	return l - 1;
+}
+
+static inline struct vr_shard *my_shard(struct vr_ctx *c)
+{
+	return &c->shards[vr_obj_log_index() % VR_NSHARDS];
+}
+
+static inline size_t pgsz(void)
+{
+	return (size_t)1 << vr_page_shift();
+}
+
+/* ---- the arena of a ctx ---- */
+static void objs_free(struct vr_objs *os)
+{
+	vr_objs_alloc_fini(os, false);
+	vr_obj_lru_fini(os, false);
+	pthread_mutex_destroy(&os->span_lock);
+	free(os);
+}
+
+static struct vr_objs *objs_get(struct vr_ctx *c)
+{
+	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
+	if (_likely_(os))
+		return os;
+	os = vr_calloc_aligned(sizeof(*os));
+	if (!os)
+		return NULL;
+	if (vr_objs_alloc_init(os) < 0) {
+		free(os);
+		return NULL;
+	}
+	uint64_t last = 0;
+	os->ctx = c;
+	os->age_base = vr_age_after(&last) - 1; /* ages in states are relative */
+	pthread_mutex_init(&os->span_lock, NULL);
+	pthread_mutex_init(&os->rq_lock, NULL);
+	atomic_init(&os->rq_oldest, UINT64_MAX);
+	for (int i = 0; i < OBJ_NLOG; i++) {
+		pthread_mutex_init(&os->logs[i].lock, NULL);
+		atomic_init(&os->logs[i].oldest, UINT64_MAX);
+	}
+	/* published under the purge lock, with room in the purge heap for the
+	 * object sources: a purge never allocates (purge.c) */
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	struct vr_objs *cur = atomic_load(&c->objs);
+	if (!cur) {
+		atomic_store_explicit(&c->objs, os, memory_order_release);
+		if (vr_purge_reserve(c, c->nregions) < 0) {
+			atomic_store(&c->objs, NULL);
+			cur = NULL;
+		} else {
+			cur = os;
+			os = NULL;
+		}
+	}
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+	if (os)
+		objs_free(os); /* lost a race, or no memory */
+	return cur;
+}
+
+void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
+{
+	struct vr_objs *os = atomic_load(&c->objs);
+	if (!os)
+		return;
+	vr_objs_alloc_fini(os, inherited);
+	vr_obj_lru_fini(os, inherited);
+	if (!inherited)
+		pthread_mutex_destroy(&os->span_lock);
+	free(os);
+	atomic_store(&c->objs, NULL);
+}
+
+/* ---- public calls ---- */
+static inline int check_obj(const struct vr_obj *o, uint64_t *s)
+{
+	if (!o || obj_inherited(o))
+		return -EINVAL;
+	*s = atomic_load_explicit(&o->state, memory_order_acquire);
+	return (*s & OS_LIVE) ? 0 : -EINVAL;
+}
+
+/* S10/S22/S34 at every unpin (the application's limit or the monitor's
+ * budget, the smaller); an unpin may have made something purgeable, so
+ * the "nothing purgeable" hint is cleared first (written only when set) */
+static int enforce_limit(struct vr_ctx *c)
+{
+	size_t limit = vr_ctx_effective_limit(c);
+	if (!limit)
+		return 0;
+	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+	if (vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
+		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_purge_lru */
+	}
+	return 0;
+}
+
+_export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
+{
+	size_t pm = pgsz() - 1;
+	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	if ((uint64_t)size >= (uint64_t)1 << 47)
+		return -ENOMEM;
+	struct vr_objs *os = objs_get(ctx);
+	if (!os)
+		return -ENOMEM;
+	/* the requeue heap has room for an entry per object (see obj-lru.c) */
+	int err = vr_obj_rq_reserve(os, vr_obj_count(ctx) + 64);
+	if (err < 0)
+		return err;
+	err = vr_objs_alloc(os, size, out);
+	if (err < 0)
+		return err;
+	atomic_fetch_add_explicit(&os->logs[vr_obj_log_index()].objects, 1, memory_order_relaxed);
+	return 0;
+}
+
+_export_ void vr_obj_free(struct vr_obj *o)
+{
+	uint64_t s;
+	if (check_obj(o, &s) < 0)
+		return; /* NULL, or inherited: the child's copy goes with its ctx */
+	struct vr_objs *os = obj_objs(o, s);
+	struct vr_opage *p = NULL;
+	unsigned n = 0;
+	if (s & OS_LARGE) {
+		/* OS_PURGING keeps the purger away while the span is released */
+		while ((s & OS_PURGING) ||
+		       !atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING)) {
+			if (s & OS_PURGING) {
+				sched_yield();
+				s = atomic_load(&o->state);
+			}
+		}
+	} else {
+		obj_pages(o, &p, &n);
+		for (unsigned i = 0; i < n; i++)
+			vr_opage_hold(&p[i]);
+		s = atomic_load(&o->state);
+	}
+	struct vr_ctx *c = os->ctx;
+	if (!(s & OS_PINNED)) {
+		struct vr_shard *sh = my_shard(c);
+		atomic_fetch_sub_explicit((s & OS_PURGED) ? &sh->purged_bytes : &sh->volatile_bytes,
+					  obj_size(o), memory_order_relaxed);
+	}
+	vr_objs_release(os, o);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_drop(&p[i]);
+	atomic_fetch_sub_explicit(&os->logs[vr_obj_log_index()].objects, 1, memory_order_relaxed);
+}
+
+_export_ void *vr_obj_ptr(const struct vr_obj *o)
+{
+	return !o || obj_inherited(o) ? NULL : o->ptr;
+}
+
+_export_ size_t vr_obj_size(const struct vr_obj *o)
+{
+	return !o || obj_inherited(o) ? 0 : obj_size(o);
+}
+
+_export_ struct vr_obj *vr_obj_of(const void *addr)
+{
+	struct vr_chunk *ch = vr_registry_find(addr, VR_REG_OBJ);
+	return ch ? vr_objs_at(ch, (uintptr_t)addr) : NULL;
+}
+
+_export_ int vr_obj_status(const struct vr_obj *o)
+{
+	uint64_t s;
+	int err = check_obj(o, &s);
+	if (err < 0)
+		return err;
+	if (s & OS_PINNED)
+		return 0;
+	return VR_STATE_VOLATILE | ((s & OS_PURGED) ? VR_STATE_PURGED : 0);
+}
+
+_export_ int vr_obj_unpin(struct vr_obj *o)
+{
+	uint64_t s;
+	int err = check_obj(o, &s);
+	if (err < 0 || !(s & OS_PINNED))
+		return err;
+	struct vr_objs *os = obj_objs(o, s);
+	if (_unlikely_(vr_tls_held.n) && vr_held(&os->logs[vr_obj_log_index()].lock))
+		return -EDEADLK; /* a signal handler interrupted this thread's append */
+	uint64_t last = 0, t = vr_age_after(&last);
+	uint64_t rel = (t - os->age_base) << OS_AGE_SHIFT;
+	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
+	bool large = s & OS_LARGE;
+	do {
+		if (!(s & OS_PINNED))
+			return 0; /* another thread unpinned it */
+	} while (!atomic_compare_exchange_weak(
+		&o->state, &s, (s & flags & ~(uint64_t)OS_PINNED) | rel | (large ? OS_QUEUED : 0)));
+	/* an entry is appended only when the unit has none (QUEUED was
+	 * clear): the intact pin+unpin pair touches no log and takes no lock */
+	if (large) {
+		if (!(s & OS_QUEUED) && vr_obj_lru_append(os, (uintptr_t)o | 1, t) < 0)
+			atomic_fetch_and(&o->state,
+					 ~(uint64_t)OS_QUEUED); /* next unpin tries again */
+	} else {
+		struct vr_opage *p;
+		unsigned n;
+		obj_pages(o, &p, &n);
+		for (unsigned i = 0; i < n; i++) {
+			/* age first, pin dropped second: the purger claims the page
+			 * only with no pin left, and then sees this age */
+			uint64_t y = atomic_load(&p[i].youngest);
+			while (y < t && !atomic_compare_exchange_weak(&p[i].youngest, &y, t))
+				;
+			uint32_t w = atomic_load(&p[i].pw);
+			while (!atomic_compare_exchange_weak(&p[i].pw, &w, (w - 1) | PG_QUEUED))
+				;
+			if (!(w & PG_QUEUED) && vr_obj_lru_append(os, (uintptr_t)&p[i], t) < 0)
+				atomic_fetch_and(&p[i].pw, ~PG_QUEUED);
+		}
+	}
+	struct vr_ctx *c = os->ctx;
+	atomic_fetch_add_explicit(&my_shard(c)->volatile_bytes, obj_size(o), memory_order_relaxed);
+	return enforce_limit(c);
+}
+
+static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
+{
+	for (;;) {
+		if (s & OS_PINNED)
+			return VR_INTACT;
+		if (s & OS_PURGING) { /* a purge of this object is under way */
+			sched_yield();
+			s = atomic_load(&o->state);
+			continue;
+		}
+		if (!(s & OS_PURGED)) {
+			if (atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED)) {
+				atomic_fetch_sub_explicit(&my_shard(os->ctx)->volatile_bytes,
+							  obj_size(o), memory_order_relaxed);
+				return VR_INTACT;
+			}
+			continue;
+		}
+		if (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING))
+			continue;
+		size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
+		int err = vr_objs_restore(os, o->ptr, len);
+		if (err < 0) {
+			atomic_store(&o->state, s); /* nothing changed (S20, S5) */
+			return err;
+		}
+		/* the pages were punched: they read 0 */
+		atomic_store(&o->state, (s | OS_PINNED) & ~(uint64_t)OS_PURGED);
+		atomic_fetch_sub_explicit(&my_shard(os->ctx)->purged_bytes, obj_size(o),
+					  memory_order_relaxed);
+		return VR_PURGED;
+	}
+}
+
+_export_ int vr_obj_pin(struct vr_obj *o)
+{
+	uint64_t s;
+	int err = check_obj(o, &s);
+	if (err < 0)
+		return err;
+	if (s & OS_PINNED)
+		return VR_INTACT;
+	struct vr_objs *os = obj_objs(o, s);
+	if (s & OS_LARGE)
+		return pin_large(os, o, s);
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_hold(&p[i]);
+	/* with the pins held no purge can change PURGED under us */
+	s = atomic_load(&o->state);
+	if ((s & (OS_PURGED | OS_PINNED)) == OS_PURGED) {
+		err = vr_objs_restore_small(os, o);
+		if (err < 0)
+			goto undo;
+	}
+	do {
+		if (s & OS_PINNED) { /* another thread pinned it */
+			err = VR_INTACT;
+			goto undo;
+		}
+	} while (!atomic_compare_exchange_weak(&o->state, &s,
+					       (s | OS_PINNED) & ~(uint64_t)OS_PURGED));
+	struct vr_shard *sh = my_shard(os->ctx);
+	if (s & OS_PURGED) {
+		/* bytes on a page that was not discarded (a straddling object)
+		 * kept their data: every byte of a purged object reads 0 */
+		memset(o->ptr, 0, obj_size(o));
+		atomic_fetch_sub_explicit(&sh->purged_bytes, obj_size(o), memory_order_relaxed);
+		return VR_PURGED;
+	}
+	atomic_fetch_sub_explicit(&sh->volatile_bytes, obj_size(o), memory_order_relaxed);
+	return VR_INTACT;
+undo:
+	if (err < 0 && err != -EDEADLK) { /* nothing changed, but a purge may
+					   * have dropped the entry of a page
+					   * while we held it */
+		struct vr_class *cl = p->slab->cls;
+		vr_lock(&cl->lock, VR_RANK_OBJ_CLASS);
+		for (unsigned i = 0; i < n; i++)
+			vr_obj_page_requeue(os, &p[i]);
+		vr_unlock(&cl->lock);
+	}
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_drop(&p[i]);
+	return err;
+}
+
+_export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
+{
+	if (!ctx || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	struct vr_objs *os = objs_get(ctx);
+	if (!os)
+		return -ENOMEM;
+	atomic_store(&os->fault_fn, NULL);
+	atomic_store(&os->fault_arg, fn ? arg : NULL);
+	atomic_store(&os->fault_fn, fn);
+	/* the replaced handler is not running when this returns, and is not
+	 * called again (callback.c), unless called from a handler */
+	vr_cb_synchronize();
+	return 0;
+}
+
+/* ---- statistics ---- */
+uint64_t vr_obj_count(struct vr_ctx *c)
+{
+	struct vr_objs *os = atomic_load(&c->objs);
+	int64_t n = 0;
+	for (int i = 0; os && i < OBJ_NLOG; i++)
+		n += atomic_load_explicit(&os->logs[i].objects, memory_order_relaxed);
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+static uint64_t fd_bytes(int fd)
+{
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+uint64_t vr_obj_footprint(struct vr_ctx *c)
+{
+	uint64_t sum = 0;
+	vr_lock(&c->lock, VR_RANK_CTX);
+	for (struct vr_region *r = c->regions; r; r = r->next)
+		sum += r->kind->footprint(r); /* memfd blocks, or resident anonymous pages */
+	vr_unlock(&c->lock);
+	struct vr_objs *os = atomic_load(&c->objs);
+	if (os) {
+		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+		for (size_t i = 0; i < os->nchunks; i++)
+			sum += fd_bytes(os->chunks[i]->fd);
+		vr_unlock(&os->span_lock);
+	}
+	return sum;
+}
+
+/* ---- the fault path (called from fault.c's SIGSEGV handler) ----
+ * Async-signal-safe: registry lookup, atomics, sched_yield, the user's
+ * handler (in a callback section: vr_ctx_set_obj_fault_handler waits for
+ * it), and the SIGBUS delivery fault.c passes in. */
+#define MAX_REFAULTS 8
+
+/* is addr on a discarded page of ch?  *o: the object there, if any.
+ * A purge of the page in progress is waited for (it holds no lock the
+ * faulting thread could need), unless this thread is that purge: a signal
+ * handler interrupted it and touched the page, and gets SIGBUS. */
+static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
+{
+	size_t pi = (a - (uintptr_t)ch->base) >> vr_page_shift();
+	bool self = vr_held(&ch->objs->ctx->purge_lock);
+	for (;;) {
+		uintptr_t v = atomic_load(&ch->map[pi]);
+		*o = NULL;
+		if (PM_TAG(v) == PM_LARGE) {
+			struct vr_obj *h = PM_PTR(v);
+			uint64_t s = atomic_load(&h->state);
+			if (s & OS_PURGING) { /* a purge or restore under way */
+				if (self)
+					return true; /* no object: SIGBUS */
+				sched_yield();
+				continue;
+			}
+			/* the tail of the last page is discarded too; it has no object */
+			*o = vr_objs_at(ch, a);
+			return (s & (OS_LIVE | OS_PURGED | OS_PINNED)) == (OS_LIVE | OS_PURGED);
+		}
+		if (PM_TAG(v) != PM_SLAB)
+			return false;
+		struct vr_slab *s = PM_PTR(v);
+		struct vr_opage *p =
+			&s->pages[((a & ~(uintptr_t)(pgsz() - 1)) - (uintptr_t)s->base) >>
+				  vr_page_shift()];
+		uint32_t w = atomic_load(&p->pw);
+		if ((w & PG_PURGING) && !self) {
+			sched_yield();
+			continue;
+		}
+		*o = self ? NULL : vr_objs_at(ch, a);
+		return self || (w & PG_DISCARDED);
+	}
+}
+
+int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_t *uc))
+{
+	if (si->si_code <= 0)
+		return 0;
+	void *addr = si->si_addr;
+	struct vr_chunk *ch = vr_registry_find(addr, VR_REG_OBJ);
+	if (!ch)
+		return 0;
+	struct vr_objs *os = ch->objs;
+	uint64_t gen = atomic_load(&os->trap_gen);
+	struct vr_obj *o;
+	bool claimed = classify(ch, (uintptr_t)addr, &o);
+	bool same = otls.addr == addr && otls.gen == gen;
+	if (!claimed) {
+		if (same) { /* faulted again with nothing changed: not ours */
+			otls.addr = NULL;
+			return 0;
+		}
+		otls.addr = addr;
+		otls.gen = gen;
+		otls.count = 0;
+		return 1; /* re-run the access: a restore may have raced */
+	}
+	atomic_fetch_add_explicit(&os->ctx->faults, 1, memory_order_relaxed);
+	otls.count = same ? otls.count + 1 : 1;
+	otls.addr = addr;
+	otls.gen = gen;
+	vr_held_enter_signal();
+	unsigned long cb = vr_cb_enter();
+	vr_obj_fault_fn fn = atomic_load(&os->fault_fn);
+	void *arg = atomic_load(&os->fault_arg);
+	bool fixed = o && fn && otls.count <= MAX_REFAULTS && fn(o, addr, arg) == VR_FAULT_RETRY;
+	vr_cb_leave(cb);
+	vr_held_leave_signal();
+	if (fixed)
+		return 1;
+	otls.addr = NULL;
+	if (vr_debug_stderr())
+		vr_log_raw("vrange: SIGBUS on a discarded object page\n");
+	deliver(addr, ucv);
+	return 1;
+}

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * obj.h - purgeable objects (API S19-S25): internal types of obj.c (the
+ * handles, their state machine, the object LRU and the fault hook) and
+ * obj-alloc.c (chunks, spans, size-class slabs).  doc/design.md has the
+ * picture; the rules that matter for correctness are here.
+ *
+ * MEMORY
+ *   A ctx's objects live in chunks: one memfd each, sized and mapped
+ *   MAP_SHARED at creation (1 GiB of address space, or one object's
+ *   size), MADV_DONTFORK, registered in the registry (kind VR_REG_OBJ) so
+ *   that vr_obj_of and the fault path find them without a lock.  A chunk
+ *   hands out page spans: objects of a page or more get their own span,
+ *   smaller ones live in slabs (a span of 1-16 pages cut into slots of one
+ *   size class, slots may straddle a page boundary).  Every page of a
+ *   chunk has a page-map word: 0, a large object's handle (tag 1), its
+ *   slab (tag 2) or a free span (tag 3).
+ *
+ * HANDLES
+ *   struct vr_obj is 32 bytes.  A small object's handle is a slot of its
+ *   slab's handle array; a large object's comes from a pool.  Handles,
+ *   slabs and page descriptors are type-stable: they are recycled, never
+ *   freed, until the ctx is destroyed, so lock-free readers (vr_obj_of,
+ *   the fault path, the purger reading a stale log entry) always read
+ *   valid memory and validate what they read.
+ *
+ * STATE (o->state, one atomic word: age << OS_AGE_SHIFT | flags)
+ *   LIVE, PINNED, PURGED, LARGE, PURGING and QUEUED (large objects only).
+ *   pin/unpin/free change it with compare-and-swap; nothing else locks.
+ *   The age is kept relative to the arena's age_base (58 bits: 9 years of
+ *   nanoseconds); log entries carry full ages.
+ *
+ * PAGES OF SMALL OBJECTS (struct vr_opage)
+ *   pw = number of pins held on objects overlapping the page (a pin, an
+ *   allocation in progress or a free in progress each hold one) |
+ *   PG_PURGING | PG_DISCARDED | PG_QUEUED.  The purger claims a page by CAS of pw from
+ *   0 to PG_PURGING: it can only succeed when no object on the page is
+ *   pinned, and a pin that arrives meanwhile increments pw and waits for
+ *   PG_PURGING to clear, then sees PURGED in its object's state (set
+ *   before the clear).  Large objects do the same with OS_PURGING in the
+ *   object's own state word.
+ *
+ * LRU (exact S8 order, with lazy entries)
+ *   Units are large objects and pages of small objects.  An unpin stamps
+ *   the unit with its age (vr_age_after, comparable with the ages of
+ *   ranges: a page's age is the largest of its objects').  A unit has an
+ *   entry (unit, age) in the LRU when QUEUED is set in its state word;
+ *   an unpin that finds QUEUED clear sets it and appends an entry to one
+ *   of OBJ_NLOG logs (a thread always uses the same one; ages in a log
+ *   grow), under that log's lock.  An unpin that finds QUEUED set appends
+ *   nothing and takes no lock: the entry it has is older than the unit
+ *   now, which is allowed -- an entry's age is a lower bound of its
+ *   unit's.  A pin changes nothing but the object's state.  So a pin+unpin
+ *   pair of an intact object touches no log at all, and the logs never
+ *   hold more than about one entry per unit.
+ *   The purge engine merges the logs' heads by age with the regions'
+ *   LRUs and the requeue heap.  For the oldest entry (unit, a) it reads
+ *   the unit: younger than a (unpinned again since) -> the entry moves to
+ *   the requeue heap with the unit's true age (a lazy decrease-key: when
+ *   it comes up again it is in its exact place); pinned, purged or gone
+ *   -> the entry is dropped and QUEUED cleared in the same compare-and-
+ *   swap (so the next unpin appends again); exactly a -> it is the
+ *   oldest unit of all: purge it.  Units whose age changes without an
+ *   unpin (a free leaves a page whose other objects are unpinned, a
+ *   purge skipped a unit) are pushed on the requeue heap as well.
+ *
+ * LOCKS (nesting order)
+ *   ctx->purge_lock -> log lock | requeue lock (leaves)
+ *   class lock -> span_lock (leaf)
+ *   No lock is held while object memory is touched by the library.
+ */
+#ifndef VR_OBJ_H
+#define VR_OBJ_H
+
+#include "private.h"
+
+#define OBJ_CHUNK_SHIFT 30 /* address space of an ordinary chunk: 1 GiB */
+#define OBJ_NLOG 16        /* LRU logs per ctx */
+#define OBJ_MAX_SLAB_PAGES 16
+#define OBJ_NSKIPPED 32 /* units a purge run can skip and keep in place */
+
+/* o->state */
+#define OS_LIVE 0x1u
+#define OS_PINNED 0x2u
+#define OS_PURGED 0x4u
+#define OS_LARGE 0x8u
+#define OS_PURGING 0x10u
+#define OS_QUEUED 0x20u
+#define OS_AGE_SHIFT 6
+static inline uint64_t os_age(uint64_t s)
+{
+	return s >> OS_AGE_SHIFT;
+}
+
+/* page-map tags */
+#define PM_LARGE 1u
+#define PM_SLAB 2u
+#define PM_FREE 3u
+#define PM_TAG(v) ((v)&3u)
+#define PM_PTR(v) ((void *)((v) & ~(uintptr_t)3))
+
+/* opage->pw */
+#define PG_PURGING 0x80000000u
+#define PG_DISCARDED 0x40000000u
+#define PG_QUEUED 0x20000000u
+#define PG_COUNT 0x1fffffffu
+
+struct vr_objs;
+struct vr_slab;
+
+struct vr_obj {
+	_Atomic uint64_t state;
+	uint8_t *ptr;
+	void *home;        /* small: its first struct vr_opage; large: its chunk */
+	uint64_t size_gen; /* size << 16 | fork generation (low 16 bits) */
+} __attribute__((aligned(32)));
+
+struct vr_opage {
+	_Atomic uint32_t pw;
+	uint32_t nlive;            /* live objects overlapping; class lock */
+	_Atomic uint64_t youngest; /* the page's LRU age (0: none) */
+	struct vr_slab *slab;      /* immutable while the slab exists */
+	struct vr_objs *objs;      /* immutable */
+} __attribute__((aligned(32)));
+
+struct vr_chunk {
+	uint8_t *base;
+	size_t size; /* bytes mapped = memfd size */
+	int fd;
+	unsigned fork_gen;
+	struct vr_objs *objs;
+	_Atomic uintptr_t *map; /* one word per page */
+	size_t bump;            /* bytes handed out from base; span_lock */
+};
+
+struct vr_class {
+	pthread_mutex_t lock;
+	uint32_t size, npages, nslots;
+	struct vr_slab *partial; /* slabs with a free slot; lock */
+} __attribute__((aligned(64)));
+
+struct vr_slab {
+	struct vr_chunk *chunk;
+	uint8_t *base;
+	struct vr_class *cls;
+	uint32_t size, nslots, npages, nfree, fresh; /* fresh: slots >= never used */
+	struct vr_slab *next, *prev;                 /* cls->partial; cls->lock */
+	struct vr_slab *all;                         /* objs->slabs; span_lock */
+	uint64_t *freemap;                           /* bit set = slot free */
+	struct vr_opage *pages;
+	struct vr_obj *objs;
+};
+
+struct vr_fspan { /* a free span; span_lock */
+	struct vr_chunk *chunk;
+	size_t page, npages;
+	struct vr_fspan *next, *prev;
+};
+
+struct lentry {
+	uintptr_t unit; /* struct vr_obj * | 1, or struct vr_opage * */
+	uint64_t age;
+};
+
+struct vr_olog {
+	pthread_mutex_t lock;
+	struct lentry *buf; /* ring of cap entries, len from head */
+	size_t cap, head, len;
+	_Atomic uint64_t oldest; /* head's age or UINT64_MAX (hint) */
+	_Atomic int64_t objects; /* VR_STAT_OBJECTS share */
+} __attribute__((aligned(64)));
+
+#define OBJ_NBINS 48
+struct vr_objs {
+	struct vr_ctx *ctx;
+	pthread_mutex_t span_lock; /* chunks, free spans, large handles, slabs */
+	struct vr_chunk **chunks;
+	size_t nchunks, cap_chunks;
+	struct vr_chunk *cur;             /* the chunk being bump-allocated */
+	struct vr_fspan *bins[OBJ_NBINS]; /* free spans by size */
+	struct vr_obj *free_handles;      /* large handles to reuse (via home) */
+	void **blocks;                    /* metadata mappings (slabs, handles), for destroy */
+	size_t nblocks, cap_blocks;
+	uint8_t *meta_cur; /* the mapping being bump-allocated */
+	size_t meta_used;
+	struct vr_slab *slabs; /* every slab, for destroy */
+	struct vr_class *classes;
+	unsigned nclasses;
+	struct vr_olog logs[OBJ_NLOG];
+	pthread_mutex_t rq_lock; /* the requeue heap */
+	struct lentry *rq;
+	size_t rq_len, rq_cap;
+	_Atomic uint64_t rq_oldest;
+	struct lentry skipped[OBJ_NSKIPPED]; /* skipped by the running purge;
+						purge_lock */
+	size_t nskipped;
+	_Atomic(vr_obj_fault_fn) fault_fn;
+	_Atomic(void *) fault_arg;
+	_Atomic uint64_t trap_gen; /* bumped by every arm/disarm */
+	uint64_t age_base;         /* immutable: ages in states are relative */
+};
+
+static inline size_t obj_size(const struct vr_obj *o)
+{
+	return (size_t)(o->size_gen >> 16);
+}
+static inline bool obj_inherited(const struct vr_obj *o)
+{
+	return (unsigned)(o->size_gen & 0xffff) !=
+	       (atomic_load_explicit(&vr_fork_gen, memory_order_relaxed) & 0xffff);
+}
+static inline struct vr_objs *obj_objs(const struct vr_obj *o, uint64_t s)
+{
+	return (s & OS_LARGE) ? ((struct vr_chunk *)o->home)->objs
+			      : ((struct vr_opage *)o->home)->objs;
+}
+/* pages of a small object: [*first, *first + *n) */
+static inline void obj_pages(const struct vr_obj *o, struct vr_opage **first, unsigned *n)
+{
+	struct vr_opage *p = o->home;
+	uintptr_t pg = (uintptr_t)1 << vr_page_shift();
+	uintptr_t a = (uintptr_t)o->ptr, e = a + obj_size(o) - 1;
+	*first = p;
+	*n = 1 + (unsigned)((e & ~(pg - 1)) != (a & ~(pg - 1)));
+}
+
+/* ---- obj-alloc.c (classes and spans) ---- */
+int vr_objs_alloc_init(struct vr_objs *os) _nonnull_();
+void vr_objs_alloc_fini(struct vr_objs *os, bool inherited) _nonnull_();
+/* a new pinned, zero-filled object; 0 or -errno */
+int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out) _nonnull_();
+/* frees o (live, this generation); gauges were settled by the caller */
+void vr_objs_release(struct vr_objs *os, struct vr_obj *o) _nonnull_();
+/* the live object holding addr in chunk ch, or NULL; async-signal-safe */
+struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t addr) _nonnull_();
+/* restore the discarded pages of a small object (pins held); 0 or -errno */
+int vr_objs_restore_small(struct vr_objs *os, struct vr_obj *o) _nonnull_();
+/* arm + punch / disarm a span of chunk memory (purge.c's order) */
+int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len) _nonnull_();
+int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len) _nonnull_();
+/* wait until PG_PURGING is clear after taking a pin on page p */
+void vr_opage_hold(struct vr_opage *p) _nonnull_();
+static inline void vr_opage_drop(struct vr_opage *p)
+{
+	atomic_fetch_sub(&p->pw, 1);
+}
+/* the slots of slab s overlapping page index pi: [*lo, *hi] */
+void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32_t *hi) _nonnull_();
+
+/* ---- obj-lru.c ---- */
+/* page p (class lock held, one pin held by the caller) may have become a
+ * unit with another age: recompute its age and requeue it */
+void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p) _nonnull_();
+/* an entry for a unit whose QUEUED the caller just set; 0 or -ENOMEM */
+int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
+void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
+int vr_obj_rq_reserve(struct vr_objs *os, size_t n) _nonnull_();
+void vr_obj_lru_fini(struct vr_objs *os, bool inherited) _nonnull_();
+
+/* ---- obj.c ---- */
+/* the thread's log index */
+unsigned vr_obj_log_index(void);
+
+#endif
