@@ -120,18 +120,19 @@ static void log_compact(struct vr_map *m)
 static int log_reserve(struct vr_map *m)
 {
 	uint32_t len = m->log_tail - m->log_head;
-	/* more than a third stale: compact (amortized over the appends that
-	 * made the stale entries) */
-	if (len > 64 && len - m->nlog > len / 3)
+	/* more than a quarter stale: compact (amortized over the appends that
+	 * made the stale entries); so the log holds at most 4/3 of the live
+	 * entries, and its capacity (grown by a quarter) 5/3 */
+	if (len > 64 && len - m->nlog > len / 4)
 		log_compact(m);
 	if (m->log_tail < m->log_cap)
 		return 0;
-	if (m->log_head > 0 && m->log_head >= m->log_cap / 4) {
+	if (m->log_head >= m->log_cap / 8) {
 		log_compact(m);
 		if (m->log_tail < m->log_cap)
 			return 0;
 	}
-	size_t cap = m->log_cap ? (size_t)m->log_cap + m->log_cap / 2 : 64;
+	size_t cap = m->log_cap ? (size_t)m->log_cap + m->log_cap / 4 : 64;
 	if (cap >= VR_LRU_NONE)
 		return -1;
 	struct vr_range **l = grow(m->log, cap, sizeof(*l));
@@ -139,6 +140,7 @@ static int log_reserve(struct vr_map *m)
 		return -1;
 	m->log = l;
 	m->log_cap = (uint32_t)cap;
+	vr_map_advise_huge(l, cap * sizeof(*l));
 	return 0;
 }
 

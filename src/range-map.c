@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "inject.h"
 #include "range-map.h"
@@ -46,8 +47,20 @@ struct vr_slab {
 	struct vr_range nodes[];
 };
 
+/* tree nodes come from slabs too, carved one at a time (a node's kind is
+ * fixed when it is carved) */
+struct vr_nslab {
+	struct vr_nslab *next;
+	size_t n, used;
+	struct vr_bnode nodes[];
+};
+
+/* a new slab holds an eighth of what the map has (so at most ~1/8 of it
+ * is unused): records 16 .. 65536 per slab (2 MiB), nodes 8 .. 4096 */
 #define SLAB_MIN 16
-#define SLAB_MAX 4096
+#define SLAB_MAX 65536
+#define NSLAB_MIN 8
+#define NSLAB_MAX 4096
 
 void vr_map_init(struct vr_map *m, unsigned page_shift)
 {
@@ -62,9 +75,9 @@ void vr_map_fini(struct vr_map *m)
 		free(s);
 		s = n;
 	}
-	struct vr_bnode *b = m->all_nodes;
+	struct vr_nslab *b = m->nslabs;
 	while (b) {
-		struct vr_bnode *n = b->chain;
+		struct vr_nslab *n = b->next;
 		free(b);
 		b = n;
 	}
@@ -78,16 +91,39 @@ static inline struct vr_range *free_link(const struct vr_range *r)
 	return (struct vr_range *)(uintptr_t)r->start;
 }
 
+/* at 10^6 ranges and more, nodes and records span hundreds of MB: with
+ * 4 KiB pages every cold access would add a TLB miss whose page walk
+ * misses the cache too.  Ask for huge pages on the 2 MiB-aligned part of
+ * a large slab (a hint; malloc'd memory, so the heap accounting holds). */
+void vr_map_advise_huge(void *p, size_t len)
+{
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+		  b = ((uintptr_t)p + len) & ~(huge - 1);
+	if (a < b)
+		madvise((void *)a, b - a, MADV_HUGEPAGE);
+}
+
 static int node_new(struct vr_map *m, bool leaf)
 {
-	void *p = NULL;
-	VR_FI_FAIL(VR_FI_MALLOC, -1);
-	if (posix_memalign(&p, 64, sizeof(struct vr_bnode)) != 0)
-		return -1;
-	struct vr_bnode *n = memset(p, 0, sizeof(struct vr_bnode));
+	struct vr_nslab *s = m->nslabs;
+	if (!s || s->used == s->n) {
+		size_t n = m->nnodes / 8;
+		n = n < NSLAB_MIN ? NSLAB_MIN : n > NSLAB_MAX ? NSLAB_MAX : n;
+		m->nnodes += n;
+		void *p = NULL;
+		VR_FI_FAIL(VR_FI_MALLOC, -1);
+		if (posix_memalign(&p, 64, sizeof(*s) + n * sizeof(struct vr_bnode)) != 0)
+			return -1;
+		s = p;
+		s->n = n;
+		s->used = 0;
+		s->next = m->nslabs;
+		m->nslabs = s;
+		vr_map_advise_huge(s, sizeof(*s) + n * sizeof(struct vr_bnode));
+	}
+	struct vr_bnode *n = memset(&s->nodes[s->used++], 0, sizeof(struct vr_bnode));
 	n->leaf = leaf;
-	n->chain = m->all_nodes;
-	m->all_nodes = n;
 	if (leaf) {
 		n->next = m->free_leaves;
 		m->free_leaves = n;
@@ -114,15 +150,16 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 		return NULL;
 	struct vr_range *r = m->free_nodes;
 	if (!r) {
-		size_t n = m->slabs ? m->slabs->n * 2 : SLAB_MIN;
-		if (n > SLAB_MAX)
-			n = SLAB_MAX;
+		size_t n = m->nrecords / 8;
+		n = n < SLAB_MIN ? SLAB_MIN : n > SLAB_MAX ? SLAB_MAX : n;
+		m->nrecords += n;
 		struct vr_slab *s = vr_malloc(sizeof(*s) + n * sizeof(struct vr_range));
 		if (!s)
 			return NULL;
 		s->n = n;
 		s->next = m->slabs;
 		m->slabs = s;
+		vr_map_advise_huge(s, sizeof(*s) + n * sizeof(struct vr_range));
 		for (size_t i = 0; i < n; i++) {
 			s->nodes[i] = (struct vr_range){ .start = (uintptr_t)m->free_nodes,
 							 .lru_pos = VR_LRU_NONE };
@@ -213,6 +250,14 @@ struct path {
 
 /* the leaf where key k is or would go: every key < k of the map is in it
  * or to its left, every key >= k in it or to its right */
+/* a node is 8 lines: ask for all of them at once so that a cold node
+ * costs one memory latency, not one per step of the binary search */
+static inline void node_prefetch(const struct vr_bnode *n)
+{
+	for (unsigned i = 0; i < sizeof(*n); i += 64)
+		__builtin_prefetch((const char *)n + i);
+}
+
 static struct vr_bnode *descend(const struct vr_map *m, uint64_t k, struct path *p)
 {
 	struct vr_bnode *n = m->root;
@@ -223,6 +268,7 @@ static struct vr_bnode *descend(const struct vr_map *m, uint64_t k, struct path 
 			p->i[l] = i;
 		}
 		n = n->ptr[i];
+		node_prefetch(n);
 	}
 	if (p)
 		p->n[m->height - 1] = n;
@@ -314,13 +360,22 @@ struct vr_range *vr_map_prev(const struct vr_map *m, const struct vr_range *r)
 	return p.leaf ? pos_rec(pos_before(p.leaf, p.i)) : NULL;
 }
 
-void vr_map_neighbours(const struct vr_map *m, uint64_t off, struct vr_range **pred,
+void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 		       struct vr_range **succ)
 {
-	struct pos p, s;
-	around(m, off, &p, &s);
-	*pred = pos_rec(p);
-	*succ = pos_rec(s);
+	if (!m->root) {
+		*pred = *succ = NULL;
+		return;
+	}
+	struct vr_bnode *leaf = descend(m, off, NULL);
+	unsigned i = lower(leaf->key, 0, leaf->n, off);
+	*pred = pos_rec(pos_before(leaf, i));
+	*succ = pos_rec(pos_at(leaf, i));
+	/* where a range starting at off goes: vr_map_insert() takes it from
+	 * here if the map does not change in between (mark after unmark) */
+	m->ins_leaf = leaf;
+	m->ins_i = i;
+	m->ins_key = off;
 }
 
 struct vr_range **vr_map_find_link(struct vr_map *m, uint64_t off)
@@ -330,6 +385,16 @@ struct vr_range **vr_map_find_link(struct vr_map *m, uint64_t off)
 		return NULL;
 	around(m, off + 1, &p, &s);
 	struct vr_range *r = pos_rec(p);
+	/* the caller is about to read r and, if it erases r and marks the
+	 * same bytes again (the intact pair), r's neighbours: fetch all three
+	 * records at once */
+	if (p.leaf) {
+		struct pos q = pos_before(p.leaf, p.i);
+		if (q.leaf)
+			__builtin_prefetch(pos_rec(q));
+		if (s.leaf)
+			__builtin_prefetch(pos_rec(s));
+	}
 	if (!r || r->end <= off)
 		return NULL;
 	m->hint = p.leaf;
@@ -369,12 +434,14 @@ static void node_insert(struct vr_bnode *n, unsigned i, uint64_t key, void *p)
 }
 
 /* n is full: move the upper part of n plus (key, p) at position i into a
- * new node; returns it.  uneven: the new node gets only (key, p). */
+ * new node; returns it.  uneven (appending at the right edge of the tree):
+ * a leaf keeps everything and the new one gets only (key, p); an inner
+ * node keeps all but its last entry (inner nodes keep two or more). */
 static struct vr_bnode *node_split(struct vr_map *m, struct vr_bnode *n, unsigned i, uint64_t key,
 				   void *p, bool uneven)
 {
 	struct vr_bnode *r = node_get(m, n->leaf);
-	unsigned total = n->n + 1, keep = uneven ? n->n : total / 2;
+	unsigned total = n->n + 1, keep = uneven ? n->n - !n->leaf : total / 2;
 	/* entry j of the combined sequence */
 	for (unsigned j = keep; j < total; j++) {
 		if (j == i)
@@ -401,8 +468,14 @@ static struct vr_bnode *node_split(struct vr_map *m, struct vr_bnode *n, unsigne
 
 void vr_map_insert(struct vr_map *m, struct vr_range *r)
 {
+	struct vr_bnode *h = m->ins_leaf;
 	m->hint = NULL;
+	m->ins_leaf = NULL;
 	m->nranges++;
+	if (h && m->ins_key == r->start && h->n < m->fanout) {
+		node_insert(h, m->ins_i, r->start, r);
+		return;
+	}
 	if (!m->root) {
 		struct vr_bnode *leaf = node_get(m, true);
 		put_entry(leaf, 0, r->start, r);
@@ -419,7 +492,8 @@ void vr_map_insert(struct vr_map *m, struct vr_range *r)
 		return;
 	}
 	/* appending to the rightmost leaf: keep it full (sequential builds) */
-	struct vr_bnode *nn = node_split(m, leaf, i, r->start, r, !leaf->next && i == leaf->n);
+	bool edge = !leaf->next;
+	struct vr_bnode *nn = node_split(m, leaf, i, r->start, r, edge && i == leaf->n);
 	uint64_t sep = nn->key[0];
 	for (unsigned l = m->height - 1; l-- > 0;) {
 		struct vr_bnode *in = p.n[l];
@@ -428,7 +502,7 @@ void vr_map_insert(struct vr_map *m, struct vr_range *r)
 			node_insert(in, j, sep, nn);
 			return;
 		}
-		nn = node_split(m, in, j, sep, nn, false);
+		nn = node_split(m, in, j, sep, nn, edge && j == in->n);
 		sep = nn->key[0];
 	}
 	/* the root split: a new root */
@@ -513,6 +587,7 @@ static void leaf_remove(struct vr_map *m, struct path *p, unsigned i)
 	leaf->n--;
 	m->nranges--;
 	m->hint = NULL;
+	m->ins_leaf = NULL;
 	if (m->height == 1) {
 		if (leaf->n == 0) {
 			__atomic_store_n(&m->root, NULL, __ATOMIC_RELEASE);
@@ -546,6 +621,7 @@ void vr_map_erase_at(struct vr_map *m, struct vr_range **link)
 		h->n--;
 		m->nranges--;
 		m->hint = NULL;
+		m->ins_leaf = NULL;
 		if (h->n == 0) { /* the root leaf emptied */
 			__atomic_store_n(&m->root, NULL, __ATOMIC_RELEASE);
 			m->height = 0;

@@ -71,7 +71,6 @@ struct vr_bnode {
 	uint32_t n;                   /* entries in use */
 	uint32_t leaf;                /* immutable for the node's life */
 	struct vr_bnode *next, *prev; /* leaves in key order; free list */
-	struct vr_bnode *chain;       /* every node of the map (for fini) */
 	uint64_t key[VR_BT_KEYS];     /* leaf: range starts; inner: key[i]
 					     (i >= 1) separates child i-1 | i */
 	void *ptr[VR_BT_KEYS];        /* leaf: struct vr_range *; inner: children */
@@ -84,14 +83,21 @@ struct vr_lru_ent {
 };
 
 struct vr_slab;
+struct vr_nslab;
 
 struct vr_map {
 	struct vr_bnode *root; /* NULL when empty */
 	unsigned height;       /* levels, leaves included; 0 when empty */
 	unsigned fanout;       /* entries per node, <= VR_BT_KEYS (tests lower it) */
-	struct vr_bnode *free_leaves, *free_inner, *all_nodes;
+	struct vr_bnode *free_leaves, *free_inner;
+	struct vr_nslab *nslabs; /* node slabs, newest first */
 	unsigned nfree_leaves, nfree_inner;
 	struct vr_bnode *hint; /* leaf of the last vr_map_find_link */
+	/* where the last vr_map_neighbours(ins_key) found a range starting at
+	 * ins_key would go; cleared by every insert and erase */
+	struct vr_bnode *ins_leaf;
+	unsigned ins_i;
+	uint64_t ins_key;
 
 	/* LRU log: live entries are in [log_head, log_tail), oldest first */
 	struct vr_range **log;
@@ -107,6 +113,7 @@ struct vr_map {
 
 	struct vr_slab *slabs;
 	struct vr_range *free_nodes;
+	size_t nrecords, nnodes; /* slab capacity */
 	unsigned page_shift;
 	size_t nranges;
 };
@@ -161,7 +168,7 @@ struct vr_range *vr_map_prev(const struct vr_map *m, const struct vr_range *r) _
 
 /* one descent: *pred = last range with start < off, *succ = first range
  * with start >= off (either may be NULL) */
-void vr_map_neighbours(const struct vr_map *m, uint64_t off, struct vr_range **pred,
+void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 		       struct vr_range **succ) _nonnull_();
 /* the leaf slot that holds the range containing off, or NULL: lets
  * vr_map_erase_at() skip a second descent if nothing changed in between */
@@ -219,6 +226,7 @@ int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *ou
 int vr_lru_reserve(struct vr_map *m) _nonnull_(); /* 0 or -1 (ENOMEM) */
 void vr_lru_fini(struct vr_map *m) _nonnull_();
 int vr_lru_check(const struct vr_map *m) _nonnull_();
+void vr_map_advise_huge(void *p, size_t len);
 
 /* checks the tree (order, counts, links), disjointness, LRU entries and
  * flags; returns 0 or -1 */

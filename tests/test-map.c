@@ -222,6 +222,14 @@ static void op_insert(struct model *m, struct vr_map *map)
 		r->age_flags = purged ? VR_RANGE_PURGED : 0;
 		vr_range_set_age(r, vt_below(&rng, m->age + 1));
 	}
+	if (vt_below(&rng, 2)) {
+		/* what vr_mark does: neighbours, then an insert at the spot
+		 * they found (vr_map_insert takes the hint) */
+		struct vr_range *p, *q;
+		vr_map_neighbours(map, s, &p, &q);
+		MCHECK(p == (i > 0 ? m->e[i - 1].node : NULL), "neighbours: pred");
+		MCHECK(q == (i < m->n ? m->e[i].node : NULL), "neighbours: succ");
+	}
 	vr_map_insert(map, r);
 	memmove(&m->e[i + 1], &m->e[i], (m->n - i) * sizeof(m->e[0]));
 	m->e[i] = (struct ment){ s, e, r };

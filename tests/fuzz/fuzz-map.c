@@ -82,6 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			r->end = b;
 			r->age_flags = 0;
 			vr_range_set_age(r, ++age);
+			if (len % 2) { /* neighbours first: the insert takes its hint */
+				struct vr_range *p, *q;
+				vr_map_neighbours(&m, a, &p, &q);
+				if (p != wb || q != hit)
+					fail("neighbours");
+			}
 			vr_map_insert(&m, r);
 			if (vr_whole_pages(a, b, 4, NULL, NULL))
 				vr_lru_append(&m, r);
