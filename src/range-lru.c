@@ -140,7 +140,6 @@ static int log_reserve(struct vr_map *m)
 		return -1;
 	m->log = l;
 	m->log_cap = (uint32_t)cap;
-	vr_map_advise_huge(l, cap * sizeof(*l));
 	return 0;
 }
 

@@ -39,28 +39,60 @@ static inline unsigned min_fill(const struct vr_map *m)
 	return m->fanout / 2;
 }
 
-/* ---- records ---- */
+/* ---- memory: records and nodes are carved from arenas ---- */
 
-struct vr_slab {
-	struct vr_slab *next;
-	size_t n;
-	struct vr_range nodes[];
+/* An arena is one malloc'd block, carved by a bump pointer and freed only
+ * by vr_map_fini (racing readers may walk anything ever carved).  A new
+ * arena holds an eighth of what the map has, so at most about an eighth
+ * is unused.  At 10^6 ranges and more the records and nodes span hundreds
+ * of MB: with 4 KiB pages every cold access adds a TLB miss whose page
+ * walk misses the cache too, so a large arena asks for transparent huge
+ * pages on its 2 MiB-aligned interior (a hint, once per arena; the block
+ * is malloc'd, so heap accounting sees it all). */
+struct vr_arena {
+	struct vr_arena *next;
+	size_t size, used;
 };
 
-/* tree nodes come from slabs too, carved one at a time (a node's kind is
- * fixed when it is carved) */
-struct vr_nslab {
-	struct vr_nslab *next;
-	size_t n, used;
-	struct vr_bnode nodes[];
-};
-
-/* a new slab holds an eighth of what the map has (so at most ~1/8 of it
- * is unused): records 16 .. 65536 per slab (2 MiB), nodes 8 .. 4096 */
+#define ARENA_HDR 64
+#define ARENA_MIN ((size_t)8 << 10)
+#define ARENA_MAX ((size_t)32 << 20)
+#define ARENA_HUGE ((size_t)4 << 20)
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+/* records per carve: a sixteenth of the records, 16 .. 16384 (512 KiB) */
 #define SLAB_MIN 16
-#define SLAB_MAX 65536
-#define NSLAB_MIN 8
-#define NSLAB_MAX 4096
+#define SLAB_MAX 16384
+
+static void *carve(struct vr_map *m, size_t size)
+{
+	struct vr_arena *a = m->arenas;
+	size = (size + 63) & ~(size_t)63;
+	if (!a || a->size - a->used < size) {
+		size_t want = m->arena_bytes / 8;
+		want = want < ARENA_MIN ? ARENA_MIN : want > ARENA_MAX ? ARENA_MAX : want;
+		if (want < size + ARENA_HDR)
+			want = size + ARENA_HDR;
+		void *p = NULL;
+		VR_FI_FAIL(VR_FI_MALLOC, NULL);
+		if (posix_memalign(&p, 64, want) != 0)
+			return NULL;
+		a = p;
+		a->size = want;
+		a->used = ARENA_HDR;
+		a->next = m->arenas;
+		m->arenas = a;
+		m->arena_bytes += want;
+		if (want >= ARENA_HUGE) {
+			uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+			uintptr_t hi = ((uintptr_t)p + want) & ~(HUGE_PAGE - 1);
+			if (lo < hi)
+				madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+		}
+	}
+	void *p = (char *)a + a->used;
+	a->used += size;
+	return p;
+}
 
 void vr_map_init(struct vr_map *m, unsigned page_shift)
 {
@@ -69,17 +101,11 @@ void vr_map_init(struct vr_map *m, unsigned page_shift)
 
 void vr_map_fini(struct vr_map *m)
 {
-	struct vr_slab *s = m->slabs;
-	while (s) {
-		struct vr_slab *n = s->next;
-		free(s);
-		s = n;
-	}
-	struct vr_nslab *b = m->nslabs;
-	while (b) {
-		struct vr_nslab *n = b->next;
-		free(b);
-		b = n;
+	struct vr_arena *a = m->arenas;
+	while (a) {
+		struct vr_arena *n = a->next;
+		free(a);
+		a = n;
 	}
 	vr_lru_fini(m);
 	*m = (struct vr_map){ .page_shift = m->page_shift, .fanout = m->fanout };
@@ -91,38 +117,13 @@ static inline struct vr_range *free_link(const struct vr_range *r)
 	return (struct vr_range *)(uintptr_t)r->start;
 }
 
-/* at 10^6 ranges and more, nodes and records span hundreds of MB: with
- * 4 KiB pages every cold access would add a TLB miss whose page walk
- * misses the cache too.  Ask for huge pages on the 2 MiB-aligned part of
- * a large slab (a hint; malloc'd memory, so the heap accounting holds). */
-void vr_map_advise_huge(void *p, size_t len)
-{
-	const uintptr_t huge = (uintptr_t)2 << 20;
-	uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
-		  b = ((uintptr_t)p + len) & ~(huge - 1);
-	if (a < b)
-		madvise((void *)a, b - a, MADV_HUGEPAGE);
-}
-
+/* a node's kind is fixed when it is carved */
 static int node_new(struct vr_map *m, bool leaf)
 {
-	struct vr_nslab *s = m->nslabs;
-	if (!s || s->used == s->n) {
-		size_t n = m->nnodes / 8;
-		n = n < NSLAB_MIN ? NSLAB_MIN : n > NSLAB_MAX ? NSLAB_MAX : n;
-		m->nnodes += n;
-		void *p = NULL;
-		VR_FI_FAIL(VR_FI_MALLOC, -1);
-		if (posix_memalign(&p, 64, sizeof(*s) + n * sizeof(struct vr_bnode)) != 0)
-			return -1;
-		s = p;
-		s->n = n;
-		s->used = 0;
-		s->next = m->nslabs;
-		m->nslabs = s;
-		vr_map_advise_huge(s, sizeof(*s) + n * sizeof(struct vr_bnode));
-	}
-	struct vr_bnode *n = memset(&s->nodes[s->used++], 0, sizeof(struct vr_bnode));
+	struct vr_bnode *n = carve(m, sizeof(*n));
+	if (!n)
+		return -1;
+	memset(n, 0, sizeof(*n));
 	n->leaf = leaf;
 	if (leaf) {
 		n->next = m->free_leaves;
@@ -150,20 +151,16 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 		return NULL;
 	struct vr_range *r = m->free_nodes;
 	if (!r) {
-		size_t n = m->nrecords / 8;
+		size_t n = m->nrecords / 16;
 		n = n < SLAB_MIN ? SLAB_MIN : n > SLAB_MAX ? SLAB_MAX : n;
-		m->nrecords += n;
-		struct vr_slab *s = vr_malloc(sizeof(*s) + n * sizeof(struct vr_range));
-		if (!s)
+		struct vr_range *v = carve(m, n * sizeof(*v));
+		if (!v)
 			return NULL;
-		s->n = n;
-		s->next = m->slabs;
-		m->slabs = s;
-		vr_map_advise_huge(s, sizeof(*s) + n * sizeof(struct vr_range));
+		m->nrecords += n;
 		for (size_t i = 0; i < n; i++) {
-			s->nodes[i] = (struct vr_range){ .start = (uintptr_t)m->free_nodes,
-							 .lru_pos = VR_LRU_NONE };
-			m->free_nodes = &s->nodes[i];
+			v[i] = (struct vr_range){ .start = (uintptr_t)m->free_nodes,
+						  .lru_pos = VR_LRU_NONE };
+			m->free_nodes = &v[i];
 		}
 		r = m->free_nodes;
 	}
@@ -217,30 +214,22 @@ static void node_put(struct vr_map *m, struct vr_bnode *n)
 
 /* ---- search ---- */
 
-/* first i in [lo, hi) with key[i] > k (hi if none) */
+/* first i in [lo, hi) with key[i] > k (hi if none): the keys are sorted,
+ * so that is lo + how many are <= k, a count without branches that the
+ * compiler vectorizes (a binary search's comparisons on a random lookup
+ * are coin flips no predictor learns; the node's lines are prefetched) */
 static inline unsigned upper(const uint64_t *key, unsigned lo, unsigned hi, uint64_t k)
 {
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (key[mid] <= k)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	unsigned c = lo;
+	for (unsigned i = lo; i < hi; i++)
+		c += key[i] <= k;
+	return c;
 }
 
 /* first i in [lo, hi) with key[i] >= k (hi if none) */
 static inline unsigned lower(const uint64_t *key, unsigned lo, unsigned hi, uint64_t k)
 {
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (key[mid] < k)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return k == 0 ? lo : upper(key, lo, hi, k - 1);
 }
 
 struct path {
@@ -367,8 +356,17 @@ void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 		*pred = *succ = NULL;
 		return;
 	}
-	struct vr_bnode *leaf = descend(m, off, NULL);
-	unsigned i = lower(leaf->key, 0, leaf->n, off);
+	struct vr_bnode *leaf;
+	unsigned i;
+	if (m->ins_leaf && m->ins_key == off) {
+		/* the spot a range starting at off was just erased from, or
+		 * the one the last call found (nothing changed since) */
+		leaf = m->ins_leaf;
+		i = m->ins_i;
+	} else {
+		leaf = descend(m, off, NULL);
+		i = lower(leaf->key, 0, leaf->n, off);
+	}
 	*pred = pos_rec(pos_before(leaf, i));
 	*succ = pos_rec(pos_at(leaf, i));
 	/* where a range starting at off goes: vr_map_insert() takes it from
@@ -617,6 +615,7 @@ void vr_map_erase_at(struct vr_map *m, struct vr_range **link)
 	    (h->n > min_fill(m) || h == m->root)) {
 		/* no rebalancing needed: no second descent */
 		unsigned i = (unsigned)(slot - &h->ptr[0]);
+		uint64_t key = h->key[i];
 		shift_left(h, i + 1, 1);
 		h->n--;
 		m->nranges--;
@@ -626,7 +625,12 @@ void vr_map_erase_at(struct vr_map *m, struct vr_range **link)
 			__atomic_store_n(&m->root, NULL, __ATOMIC_RELEASE);
 			m->height = 0;
 			node_put(m, h);
+			return;
 		}
+		/* the intact pair marks the same bytes next: where they go */
+		m->ins_leaf = h;
+		m->ins_i = i;
+		m->ins_key = key;
 		return;
 	}
 	vr_map_erase(m, *link);
@@ -645,6 +649,7 @@ void vr_map_set_start(struct vr_map *m, struct vr_range *r, uint64_t start)
 	 * every key to its right, which are >= r->end) */
 	leaf->key[i] = start;
 	r->start = start;
+	m->ins_leaf = NULL; /* a key moved: the insert hint may be wrong */
 	if (i + 1 < leaf->n)
 		return;
 	for (unsigned l = m->height - 1; l-- > 0;) {

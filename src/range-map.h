@@ -7,7 +7,7 @@
  * read, vr_map_lookup_racy(), is the one exception; its rules are below).
  *
  * Ranges are disjoint half-open byte intervals.  Each is a 32-byte record
- * (struct vr_range) from a slab owned by the map, so a range pointer stays
+ * (struct vr_range) carved from the map's arenas, so a range pointer stays
  * valid until the range is freed.  The records are indexed by a B+-tree
  * keyed by range start: leaves hold up to VR_BT_KEYS (start, record)
  * pairs, internal nodes up to VR_BT_KEYS (separator, child) pairs, keys
@@ -82,19 +82,18 @@ struct vr_lru_ent {
 	uint32_t tag; /* a record freed and reused keeps no stale entry alive */
 };
 
-struct vr_slab;
-struct vr_nslab;
+struct vr_arena;
 
 struct vr_map {
 	struct vr_bnode *root; /* NULL when empty */
 	unsigned height;       /* levels, leaves included; 0 when empty */
 	unsigned fanout;       /* entries per node, <= VR_BT_KEYS (tests lower it) */
 	struct vr_bnode *free_leaves, *free_inner;
-	struct vr_nslab *nslabs; /* node slabs, newest first */
 	unsigned nfree_leaves, nfree_inner;
 	struct vr_bnode *hint; /* leaf of the last vr_map_find_link */
-	/* where the last vr_map_neighbours(ins_key) found a range starting at
-	 * ins_key would go; cleared by every insert and erase */
+	/* where a range starting at ins_key goes, as the last
+	 * vr_map_neighbours(ins_key) found it or the last vr_map_erase_at()
+	 * left it; cleared by every other change */
 	struct vr_bnode *ins_leaf;
 	unsigned ins_i;
 	uint64_t ins_key;
@@ -111,9 +110,9 @@ struct vr_map {
 	uint64_t cursor_gen; /* purge generation of log_cur and the skipped entries */
 	int peek_src;        /* where the last vr_lru_peek() found its range */
 
-	struct vr_slab *slabs;
+	struct vr_arena *arenas; /* where records and nodes are carved */
+	size_t arena_bytes, nrecords;
 	struct vr_range *free_nodes;
-	size_t nrecords, nnodes; /* slab capacity */
 	unsigned page_shift;
 	size_t nranges;
 };
@@ -153,7 +152,7 @@ void vr_map_init(struct vr_map *m, unsigned page_shift) _nonnull_();
 /* frees every record, node and log */
 void vr_map_fini(struct vr_map *m) _nonnull_();
 
-/* a zeroed record from the map's slab, and the reserve for one insert (see
+/* a zeroed record from the map's arenas, and the reserve for one insert (see
  * ALLOCATION RULE); NULL on ENOMEM (nothing changed) */
 struct vr_range *vr_map_alloc(struct vr_map *m) _nonnull_() _must_check_;
 /* the record must be out of the tree and off the LRU */
@@ -226,7 +225,6 @@ int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *ou
 int vr_lru_reserve(struct vr_map *m) _nonnull_(); /* 0 or -1 (ENOMEM) */
 void vr_lru_fini(struct vr_map *m) _nonnull_();
 int vr_lru_check(const struct vr_map *m) _nonnull_();
-void vr_map_advise_huge(void *p, size_t len);
 
 /* checks the tree (order, counts, links), disjointness, LRU entries and
  * flags; returns 0 or -1 */

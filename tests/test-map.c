@@ -255,12 +255,29 @@ static void op_erase(struct model *m, struct vr_map *map)
 		return;
 	size_t i = vt_below(&rng, m->n);
 	struct vr_range *r = m->e[i].node;
+	uint64_t s = r->start;
+	bool at = vt_below(&rng, 2);
 	if (vr_range_on_lru(r))
 		m_lru_remove(m, map, r);
-	vr_map_erase(map, r);
+	if (at) {
+		/* what vr_unmark's exact path does: find the slot, erase it */
+		uint64_t off = s + vt_below(&rng, r->end - s);
+		struct vr_range **link = vr_map_find_link(map, off);
+		MCHECK(link && *link == r, "find_link(%" PRIu64 ")", off);
+		vr_map_erase_at(map, link);
+	} else {
+		vr_map_erase(map, r);
+	}
 	vr_map_free(map, r);
 	memmove(&m->e[i], &m->e[i + 1], (m->n - i - 1) * sizeof(m->e[0]));
 	m->n--;
+	if (at && vt_below(&rng, 2)) {
+		/* and vr_mark of the same bytes next: neighbours from the hint */
+		struct vr_range *p, *q;
+		vr_map_neighbours(map, s, &p, &q);
+		MCHECK(p == (i > 0 ? m->e[i - 1].node : NULL), "neighbours after erase: pred");
+		MCHECK(q == (i < m->n ? m->e[i].node : NULL), "neighbours after erase: succ");
+	}
 }
 
 /* what vr_unmark does to a piece: bounds change in place */

@@ -98,7 +98,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			if (vr_range_on_lru(hit))
 				vr_lru_remove(&m, hit);
-			vr_map_erase(&m, hit);
+			if (len % 2) {
+				struct vr_range **link = vr_map_find_link(&m, a);
+				if (!link || *link != hit)
+					fail("find_link");
+				vr_map_erase_at(&m, link);
+			} else {
+				vr_map_erase(&m, hit);
+			}
 			for (size_t i = 0; i < n; i++)
 				if (model[i] == hit)
 					model[i] = model[--n];
