@@ -120,10 +120,11 @@ static void log_compact(struct vr_map *m)
 static int log_reserve(struct vr_map *m)
 {
 	uint32_t len = m->log_tail - m->log_head;
-	/* more than a quarter stale: compact (amortized over the appends that
-	 * made the stale entries); so the log holds at most 4/3 of the live
-	 * entries, and its capacity (grown by a quarter) 5/3 */
-	if (len > 64 && len - m->nlog > len / 4)
+	/* more than a fifth stale: compact (amortized over the appends that
+	 * made the stale entries); so the log holds at most 5/4 of the live
+	 * entries, and its capacity (grown by an eighth: realloc of a large
+	 * block is an mremap, no copy) about 1.4 times */
+	if (len > 64 && len - m->nlog > len / 5)
 		log_compact(m);
 	if (m->log_tail < m->log_cap)
 		return 0;
@@ -132,7 +133,7 @@ static int log_reserve(struct vr_map *m)
 		if (m->log_tail < m->log_cap)
 			return 0;
 	}
-	size_t cap = m->log_cap ? (size_t)m->log_cap + m->log_cap / 4 : 64;
+	size_t cap = m->log_cap ? (size_t)m->log_cap + m->log_cap / 8 : 64;
 	if (cap >= VR_LRU_NONE)
 		return -1;
 	struct vr_range **l = grow(m->log, cap, sizeof(*l));

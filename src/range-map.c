@@ -43,8 +43,8 @@ static inline unsigned min_fill(const struct vr_map *m)
 
 /* An arena is one malloc'd block, carved by a bump pointer and freed only
  * by vr_map_fini (racing readers may walk anything ever carved).  A new
- * arena holds an eighth of what the map has, so at most about an eighth
- * is unused.  At 10^6 ranges and more the records and nodes span hundreds
+ * arena holds a 32nd of what the map has, so at most about that much is
+ * unused (a piece of records too large for an arena's tail is cut to fit).  At 10^6 ranges and more the records and nodes span hundreds
  * of MB: with 4 KiB pages every cold access adds a TLB miss whose page
  * walk misses the cache too, so a large arena asks for transparent huge
  * pages on its 2 MiB-aligned interior (a hint, once per arena; the block
@@ -55,20 +55,20 @@ struct vr_arena {
 };
 
 #define ARENA_HDR 64
-#define ARENA_MIN ((size_t)8 << 10)
+#define ARENA_MIN ((size_t)4 << 10)
 #define ARENA_MAX ((size_t)32 << 20)
 #define ARENA_HUGE ((size_t)4 << 20)
 #define HUGE_PAGE ((uintptr_t)2 << 20)
-/* records per carve: a sixteenth of the records, 16 .. 16384 (512 KiB) */
+/* records per carve: a 128th of the records, 16 .. 8192 (256 KiB) */
 #define SLAB_MIN 16
-#define SLAB_MAX 16384
+#define SLAB_MAX 8192
 
 static void *carve(struct vr_map *m, size_t size)
 {
 	struct vr_arena *a = m->arenas;
 	size = (size + 63) & ~(size_t)63;
 	if (!a || a->size - a->used < size) {
-		size_t want = m->arena_bytes / 8;
+		size_t want = m->arena_bytes / 32;
 		want = want < ARENA_MIN ? ARENA_MIN : want > ARENA_MAX ? ARENA_MAX : want;
 		if (want < size + ARENA_HDR)
 			want = size + ARENA_HDR;
@@ -151,8 +151,12 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 		return NULL;
 	struct vr_range *r = m->free_nodes;
 	if (!r) {
-		size_t n = m->nrecords / 16;
+		size_t n = m->nrecords / 128;
 		n = n < SLAB_MIN ? SLAB_MIN : n > SLAB_MAX ? SLAB_MAX : n;
+		/* fill the current arena's tail rather than leave it unused */
+		size_t room = m->arenas ? (m->arenas->size - m->arenas->used) / sizeof(*r) : 0;
+		if (room >= SLAB_MIN && room < n)
+			n = room & ~(size_t)1; /* carves are 64-byte multiples */
 		struct vr_range *v = carve(m, n * sizeof(*v));
 		if (!v)
 			return NULL;
@@ -358,14 +362,23 @@ void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 	}
 	struct vr_bnode *leaf;
 	unsigned i;
+	struct vr_bnode *t = m->tail;
 	if (m->ins_leaf && m->ins_key == off) {
 		/* the spot a range starting at off was just erased from, or
 		 * the one the last call found (nothing changed since) */
 		leaf = m->ins_leaf;
 		i = m->ins_i;
+	} else if (t && t->n && !t->next && off > t->key[t->n - 1]) {
+		/* beyond every key (an ascending build): the end of the last
+		 * leaf, which has no separator on its right.  A live leaf has
+		 * n > 0 and only the last has no next; a freed one has n == 0. */
+		leaf = t;
+		i = t->n;
 	} else {
 		leaf = descend(m, off, NULL);
 		i = lower(leaf->key, 0, leaf->n, off);
+		if (!leaf->next)
+			m->tail = leaf;
 	}
 	*pred = pos_rec(pos_before(leaf, i));
 	*succ = pos_rec(pos_at(leaf, i));

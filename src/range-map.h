@@ -95,6 +95,7 @@ struct vr_map {
 	 * vr_map_neighbours(ins_key) found it or the last vr_map_erase_at()
 	 * left it; cleared by every other change */
 	struct vr_bnode *ins_leaf;
+	struct vr_bnode *tail; /* the last leaf, if still so (checked on use) */
 	unsigned ins_i;
 	uint64_t ins_key;
 

@@ -544,6 +544,10 @@ static void test_map_sorted_inserts(void **state)
 		v[i]->start = (uint64_t)i * 10;
 		v[i]->end = v[i]->start + 3;
 		v[i]->age_flags = VR_RANGE_PURGED;
+		struct vr_range *p, *q; /* as vr_mark does: neighbours, insert */
+		vr_map_neighbours(&m, v[i]->start, &p, &q);
+		assert_ptr_equal(p, i ? v[i - 1] : NULL);
+		assert_null(q);
 		vr_map_insert(&m, v[i]);
 	}
 	assert_int_equal(vr_map_check(&m), 0);
