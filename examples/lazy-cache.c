@@ -8,9 +8,13 @@
  * read them directly, without vr_unmark() around the read.  When a reader
  * touches a page that a purge discarded, the library calls the region's
  * fault handler (vr_region_set_fault_handler) in that thread; the handler
- * unmarks the purged range, decompresses the block again, marks it
- * volatile again and returns VR_FAULT_RETRY, and the read goes on as if
- * nothing had happened.  Without a handler the reader would get SIGBUS.
+ * decompresses the block again into a buffer, writes it into the still
+ * trapped pages with vr_region_fill(), unmarks the range (which restores
+ * access), marks it volatile again and returns VR_FAULT_RETRY, and the
+ * read goes on as if nothing had happened.  Other threads touching the
+ * block meanwhile wait for the handler and then read the rebuilt data:
+ * nobody ever reads zeros, and each purge costs one rebuild.  Without a
+ * handler the reader would get SIGBUS.
  *
  * Rules for this style (see the README):
  *   - the handler runs in signal context; it may call vr_* functions;
@@ -45,6 +49,7 @@
 #define ROUNDS 6
 
 static size_t slot;                     /* BLOCK_BYTES + one gap page */
+static uint8_t scratch[BLOCK_BYTES];    /* one handler runs per block at a time */
 static volatile unsigned long rebuilds; /* fault handler calls that rebuilt a block */
 
 /* the "decompressor": block id's bytes, deterministic, never all zero */
@@ -83,9 +88,14 @@ static int rebuild(struct vr_region *r, size_t off, size_t len, void *fault_addr
 	unsigned id = (unsigned)(off / slot);
 	if (off % slot != 0 || len != BLOCK_BYTES || id >= NBLOCKS)
 		return VR_FAULT_SIGBUS; /* not a range this cache made */
+	/* fill first, through the memfd, while the pages still trap; this
+	 * reader is single-threaded, a threaded one would use a per-thread
+	 * buffer (handlers of different blocks may run at once) */
+	decompress(id, scratch);
+	if (vr_region_fill(r, off, scratch, len) < 0)
+		return VR_FAULT_SIGBUS;
 	if (vr_unmark(r, off, len) < 0) /* restores access; returns VR_PURGED */
 		return VR_FAULT_SIGBUS;
-	decompress(id, (uint8_t *)vr_region_base(r) + off);
 	if (vr_mark(r, off, len) < 0) /* volatile again, now the youngest */
 		return VR_FAULT_SIGBUS;
 	rebuilds++;

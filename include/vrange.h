@@ -30,7 +30,14 @@
  *   - vr_region_destroy / vr_ctx_destroy must not race with other calls on
  *     the same handle, nor with accesses to the region's memory.
  *   - Fault handlers (vr_fault_fn) run in signal context in the faulting
- *     thread and may call any vr_* function.
+ *     thread and may call any vr_* function.  They must return (not leave
+ *     with siglongjmp, nor let a SIGBUS handler jump out of them): a
+ *     handler call is tracked until it returns (see
+ *     vr_region_set_fault_handler()).
+ *   - Signal handlers: a vr_* call made from an asynchronous signal
+ *     handler on a region (or ctx) that the interrupted code of the same
+ *     thread is using returns -EDEADLK instead of waiting for a lock its
+ *     own thread holds; a touch of a discarded page there gets SIGBUS.
  *
  * Signals
  *   The first successful vr_ctx_new() installs a process-wide SIGSEGV
@@ -44,7 +51,11 @@
  *   write(fd, p, n) with p in a purged range) fails with EFAULT instead of
  *   trapping: the kernel does not deliver signals for its own accesses.
  *   Unmark (or let the fault handler unmark) before passing volatile memory
- *   to the kernel.
+ *   to the kernel.  One exception: /proc/PID/mem (and ptrace peeks, as
+ *   debuggers use) force access through PROT_NONE, so where a discarded
+ *   range is trapped with mprotect (the mprotect backend, and ranges of
+ *   2 MiB or more under the guard backend) they read zeros and re-allocate
+ *   the punched page instead of failing; guard markers make them fail.
  *
  * fork()
  *   Region mappings are MADV_DONTFORK: a child has none of them.  In the
@@ -265,9 +276,18 @@ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned fl
  * per process in v0.1).  Discarding is a property of the file: a purge in
  * any process is seen by every mapping (others read zeros without a trap).
  *
+ * Within one process a file is one region (S33): a second region on a
+ * file this process already maps as a live region -- the same fd, a dup
+ * of it, or the file reopened, in this ctx or any other -- is refused
+ * with -EBUSY, since two mappings with separate states would let one
+ * region's purge destroy the other's non-volatile bytes.  Files are
+ * compared by st_dev and st_ino.  Once that region is destroyed the file
+ * can be mapped again.
+ *
  * Returns: 0; -EINVAL (negative fd, not a regular file, size 0, unknown
- * flags, NULL pointers); -EOPNOTSUPP (not on tmpfs, or hugetlb); or the
- * negative errno of a failed system call.
+ * flags, NULL pointers); -EOPNOTSUPP (not on tmpfs, or hugetlb); -EBUSY
+ * (the file is already a region of this process); or the negative errno
+ * of a failed system call.
  * Since: 0.1
  * Context: allocates, system calls.
  */
@@ -339,9 +359,12 @@ struct vr_region *vr_region_of(const void *addr);
  *
  * Returns: VR_PURGED if any byte of the interval lies in a purged range
  * when the call returns, else VR_INTACT; -EINVAL for bad arguments
- * (nothing changes); -ENOMEM.
+ * (nothing changes); -ENOMEM; -EDEADLK when called from a signal handler
+ * that interrupted this thread inside a call on @r (nothing changes) or
+ * inside a purge of its ctx (the mark is made, the limit not enforced).
  * Since: 0.1
- * Context: no system call when nothing is purged; takes the region lock.
+ * Context: no system call when nothing is purged; takes the region lock;
+ * the limit check allocates nothing.
  */
 int vr_mark(struct vr_region *r, size_t off, size_t len);
 
@@ -355,10 +378,20 @@ int vr_mark(struct vr_region *r, size_t off, size_t len);
  * interval is readable, writable and never purged; bytes on discarded
  * pages read as zero.
  *
+ * Unmarking part of a purged range leaves the rest of it purged, and a
+ * page the interval shares with that rest becomes readable too (S5):
+ * those purged bytes then read 0 without a fault.  Code that reads
+ * volatile memory lazily (fault handlers) must therefore not read bytes
+ * of a purged range that was partly unmarked on the same page; vr_status
+ * reports them VR_STATE_PURGED, and vr_unmark of them returns VR_PURGED.
+ * The lazy pattern unmarks whole ranges (the @off, @len its handler is
+ * given) and never meets this.
+ *
  * Returns: VR_PURGED if any byte of the interval lay in a purged range
  * (treat all of it as lost), else VR_INTACT; -EINVAL for bad arguments;
- * -ENOMEM; or the negative errno of mprotect/madvise when access to
- * discarded pages cannot be restored (then nothing changed).
+ * -ENOMEM; -EDEADLK (as vr_mark(), nothing changes); or the negative
+ * errno of mprotect/madvise when access to discarded pages cannot be
+ * restored (then nothing changed).
  * Since: 0.1
  * Context: no system call when nothing in the interval was purged; may be
  * called from a fault handler.
@@ -372,7 +405,8 @@ int vr_unmark(struct vr_region *r, size_t off, size_t len);
  * @len: bytes, > 0
  *
  * Returns: a mask of VR_STATE_VOLATILE (some byte is volatile) and
- * VR_STATE_PURGED (some byte lies in a purged range), 0, or -EINVAL.
+ * VR_STATE_PURGED (some byte lies in a purged range), 0, -EINVAL, or
+ * -EDEADLK (as vr_mark()).
  * Since: 0.1
  * Context: no system call.
  */
@@ -416,8 +450,20 @@ int vr_unmark_ptr(void *addr, size_t len);
  * @fault_addr: the faulting address, exact to the byte
  * @arg: the pointer given to vr_region_set_fault_handler()
  *
- * Runs in signal context in the faulting thread.  Typically calls
- * vr_unmark(r, off, len), refills the data and returns VR_FAULT_RETRY.
+ * Runs in signal context in the faulting thread.  The pattern that never
+ * shows zeros to other threads: regenerate the data into a buffer, write
+ * it with vr_region_fill(r, off, buf, len) while the pages still trap,
+ * then vr_unmark(r, off, len) (which returns VR_PURGED and restores
+ * access), and return VR_FAULT_RETRY.  Threads that fault on the same
+ * range while a handler runs for it wait until that handler returns and
+ * then re-run their access, so with this pattern the data is regenerated
+ * once per purge, however many threads touch it, and nobody reads zeros.
+ * (Unmarking first and refilling through the mapping also works, but
+ * other threads may read zeros in between.)  A thread that faults while
+ * it is itself inside a fault handler does not wait (no deadlock between
+ * two handlers), nor does a thread when 32 ranges are being regenerated
+ * at once; a wait ends after about a second if the handler never
+ * returns.
  *
  * Returns: VR_FAULT_RETRY to re-run the access, VR_FAULT_SIGBUS to get
  * SIGBUS (BUS_ADRERR, si_addr = @fault_addr).  After 8 consecutive
@@ -438,11 +484,38 @@ typedef int (*vr_fault_fn)(struct vr_region *r, size_t off, size_t len, void *fa
  *      the handler (touches then raise SIGBUS)
  * @arg: passed to @fn
  *
- * Returns: 0 or -EINVAL.
+ * When this returns, no call of the handler it replaced is running or
+ * will start, in any thread, so the caller may free the old @arg; the
+ * exception is a call from inside a fault handler, which does not wait
+ * (its own call is in flight, and two threads replacing handlers from
+ * handlers would wait for each other).
+ *
+ * Returns: 0, -EINVAL, or -EDEADLK (as vr_mark()).
  * Since: 0.1
- * Context: takes the region lock.
+ * Context: takes the region lock; waits for handler calls in flight.
  */
 int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg);
+
+/**
+ * vr_region_fill - write data into a region through its memfd
+ * @r: the region
+ * @off: first byte
+ * @src: the data
+ * @len: bytes, > 0; the interval must lie inside the region
+ *
+ * Writes like memcpy(base + @off, @src, @len) but through the file, so it
+ * works on discarded pages that still trap: a fault handler fills a
+ * purged range before vr_unmark() restores access (see vr_fault_fn).  It
+ * does not change volatility: bytes of a purged range stay purged until
+ * unmarked (and read 0 if that range is purged again before).
+ *
+ * Returns: 0; -EINVAL for bad arguments; or the negative errno of
+ * pwrite (-ENOSPC on a full tmpfs, -ENOMEM).
+ * Since: 0.2
+ * Context: async-signal-safe (pwrite); no lock; may be called from a
+ * fault handler.
+ */
+int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len);
 
 /** Trap backends reported by vr_trap_backend(). */
 enum vr_trap {
@@ -490,8 +563,11 @@ typedef void (*vr_log_fn)(int priority, const char *msg, void *arg);
  * before a SIGBUS (VRANGE_DEBUG=1) is always written to stderr, since it is
  * written from a signal handler.
  *
+ * When this returns, the function it replaced is not running and will not
+ * be called again (unless called from inside @fn or a fault handler).
+ *
  * Since: 0.1
- * Context: process-wide; takes a leaf lock.
+ * Context: process-wide; takes a leaf lock; waits for calls in flight.
  */
 void vr_set_log_fn(vr_log_fn fn, void *arg);
 

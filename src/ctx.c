@@ -26,9 +26,9 @@ _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 	int err = vr_fork_setup();
 	if (err < 0)
 		return err;
-	pthread_mutex_lock(&vr_global_lock);
+	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 	err = vr_trap_init();
-	pthread_mutex_unlock(&vr_global_lock);
+	vr_unlock(&vr_global_lock);
 	if (err < 0)
 		return err;
 
@@ -66,19 +66,23 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	bool inherited = vr_inherited_ctx(c);
 	vr_monitor_stop(c, inherited);
 	if (inherited) {
+		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		while (c->regions)
 			vr_region_free(c->regions, true);
+		vr_unlock(&vr_global_lock);
+		free(c->heap);
 		free(c);
 		return;
 	}
-	pthread_mutex_lock(&c->purge_lock);
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
 	while (c->regions)
 		vr_region_free(c->regions, false);
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&c->purge_lock);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->purge_lock);
+	free(c->heap);
 	free(c);
 }
 
@@ -105,6 +109,7 @@ _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 	if (!live(c))
 		return -EINVAL;
 	atomic_store(&c->limit, bytes);
+	atomic_store(&c->limit_stuck, false);
 	if (bytes && vr_ctx_gauge(c, VR_G_VOLATILE) > bytes) {
 		ssize_t n = vr_purge_lru(c, VR_PURGE_VOLATILE, bytes);
 		if (n < 0)

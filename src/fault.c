@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -112,15 +113,15 @@ static char *put_backtrace(char *p, char *end, ucontext_t *uc)
 	return p;
 }
 
-/* one line on stderr before a SIGBUS is delivered (VRANGE_DEBUG=1) */
-static void log_sigbus(struct vr_region *r, void *addr, uint64_t start, uint64_t len,
-		       ucontext_t *uc)
+/* one line on stderr before a SIGBUS is delivered (VRANGE_DEBUG=1); takes
+ * values, not the region: a fault handler may have destroyed it */
+static void log_sigbus(uintptr_t region, uint64_t off, uint64_t start, uint64_t len, ucontext_t *uc)
 {
 	char buf[1024], *p = buf;
 	p = put_str(p, "vrange: SIGBUS on discarded page: region ");
-	p = put_hex(p, (uintptr_t)r);
+	p = put_hex(p, region);
 	p = put_str(p, " offset ");
-	p = put_hex(p, (uint64_t)((uint8_t *)addr - r->base));
+	p = put_hex(p, off);
 	p = put_str(p, " range ");
 	p = put_hex(p, start);
 	p = put_str(p, "+");
@@ -247,62 +248,158 @@ static void lookup(struct vr_region *r, uint64_t off, struct lookup *lk)
 		if (ok && atomic_load_explicit(&r->seq, memory_order_relaxed) == s1)
 			return;
 	}
-	struct vr_region *held = vr_tls_held;
-	pthread_mutex_lock(&r->lock);
-	vr_tls_held = r;
+	vr_lock(&r->lock, VR_RANK_REGION);
 	lookup_once(r, off, lk); /* nobody writes: one walk is exact */
-	vr_tls_held = held;
-	pthread_mutex_unlock(&r->lock);
+	vr_unlock(&r->lock);
+}
+
+/* ---- one regeneration per purge (issue 13, lazy refill) ----
+ * The first thread that faults on a purged range claims it in the
+ * region's small table and calls the handler; threads that fault on the
+ * same range meanwhile wait for it to return, then re-run their access:
+ * with the documented pattern (fill through vr_region_fill, then
+ * vr_unmark) they see the regenerated data, never zeros, and the data is
+ * generated once.  A thread that is itself inside a fault handler does
+ * not wait (two handlers waiting for each other's ranges would deadlock),
+ * nor does anyone when the table is full; a wait ends after about a
+ * second even if the handler never returns (it left with siglongjmp). */
+#define WAIT_SPINS 100000
+#define FILL_SLOTS 32
+
+/* process-wide, never in the region: a handler may destroy its region
+ * before the slot is released.  A key is a hash of (region, range start);
+ * a collision only makes a thread wait for an unrelated range. */
+static _Atomic uint64_t filling[FILL_SLOTS];
+
+static uint64_t fill_key(const struct vr_region *r, uint64_t start)
+{
+	uint64_t x = (uint64_t)(uintptr_t)r ^ (start * 0x9e3779b97f4a7c15ull);
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return (x ^ (x >> 29)) | 1;
+}
+
+static bool fill_busy(uint64_t key)
+{
+	for (int i = 0; i < FILL_SLOTS; i++)
+		if (atomic_load_explicit(&filling[i], memory_order_acquire) == key)
+			return true;
+	return false;
+}
+
+/* the slot claimed for key, or -1: *wait when another thread holds it */
+static int claim_range(uint64_t key, bool *wait)
+{
+	*wait = fill_busy(key);
+	if (*wait)
+		return -1;
+	for (int i = 0; i < FILL_SLOTS; i++) {
+		uint64_t zero = 0;
+		if (atomic_compare_exchange_strong(&filling[i], &zero, key))
+			return i;
+		if (zero == key) {
+			*wait = true;
+			return -1;
+		}
+	}
+	return -1; /* full: no coordination */
+}
+
+static void wait_range(uint64_t key)
+{
+	for (long spins = 0; spins < WAIT_SPINS && fill_busy(key); spins++) {
+		if (spins > 64) {
+			struct timespec ts = { 0, 10000 }; /* 10 us */
+			nanosleep(&ts, NULL);
+		} else {
+			sched_yield();
+		}
+	}
 }
 
 static void segv_handler(int sig, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
 	ucontext_t *uc = ucv;
-	struct vr_region *held = vr_tls_held;
 	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
 	if (!r) {
 		forward(sig, si, ucv);
 		goto out;
 	}
 	void *addr = si->si_addr;
-	if (held == r) {
-		/* an async handler touched the region its thread is changing */
+	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
+	struct vr_ctx *c = r->ctx;
+	if (vr_held(&r->lock)) {
+		/* an asynchronous signal handler touched a trapped page of the
+		 * region its own thread is changing: waiting would deadlock */
+		atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
 		deliver_sigbus(addr, uc);
 		goto out;
 	}
 
+	/* the handler read by the lookup is called inside a callback
+	 * section, so that replacing it waits for this call (callback.c) */
+	vr_held_enter_signal();
+	unsigned long cb = vr_cb_enter();
 	struct lookup lk;
-	lookup(r, (uint64_t)((uint8_t *)addr - r->base), &lk);
-	bool claimed = lk.claimed;
-	uint64_t start = lk.start, len = lk.len, gen = lk.gen;
-	vr_fault_fn fn = lk.fn;
-	void *arg = lk.arg;
-
-	bool same = ftls.addr == addr && ftls.gen == gen;
-	if (!claimed) {
+	lookup(r, off, &lk);
+	/* trap generations are unique in the process (vr_trap_gen_bump): a
+	 * region created at a reused address never matches an old one */
+	bool same = ftls.addr == addr && ftls.gen == lk.gen;
+	if (!lk.claimed) {
+		vr_cb_leave(cb);
+		vr_held_leave_signal();
 		if (same) {
 			/* faulted again with nothing changed: not ours */
 			ftls.addr = NULL;
 			forward(sig, si, ucv);
 			goto out;
 		}
-		ftls = (struct fault_tls){ addr, gen, 0 };
+		ftls = (struct fault_tls){ addr, lk.gen, 0 };
 		goto out; /* re-run the access */
 	}
-	atomic_fetch_add_explicit(&r->ctx->faults, 1, memory_order_relaxed);
+	int slot = -1;
+	uint64_t key = fill_key(r, lk.start);
+	if (lk.fn && vr_tls_held.level == 1) {
+		bool wait;
+		slot = claim_range(key, &wait);
+		if (wait) {
+			/* another thread regenerates this range: wait, then
+			 * re-run the access (no fault counted: none handled) */
+			vr_cb_leave(cb);
+			vr_held_leave_signal();
+			wait_range(key);
+			goto out;
+		}
+	}
+	atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
 	ftls.count = same ? ftls.count + 1 : 1;
 	ftls.addr = addr;
-	ftls.gen = gen;
-	if (fn && ftls.count <= MAX_REFAULTS &&
-	    fn(r, (size_t)start, (size_t)len, addr, arg) == VR_FAULT_RETRY)
+	ftls.gen = lk.gen;
+	/* from here on r may be freed by the handler: only values are used */
+	bool fixed = lk.fn && ftls.count <= MAX_REFAULTS &&
+		     lk.fn(r, (size_t)lk.start, (size_t)lk.len, addr, lk.arg) == VR_FAULT_RETRY;
+	if (slot >= 0)
+		atomic_store_explicit(&filling[slot], 0, memory_order_release);
+	vr_cb_leave(cb);
+	vr_held_leave_signal();
+	if (fixed)
 		goto out;
+	/* the SIGBUS handler may leave with siglongjmp: nothing of ours is
+	 * left open when it runs */
 	ftls.addr = NULL;
 	if (vr_debug_stderr())
-		log_sigbus(r, addr, start, len, uc);
+		log_sigbus((uintptr_t)r, off, lk.start, lk.len, uc);
 	deliver_sigbus(addr, uc);
 out:
 	errno = saved_errno;
+}
+
+void vr_fault_atfork_child(void)
+{
+	/* ranges being regenerated by threads that do not exist here */
+	for (int i = 0; i < FILL_SLOTS; i++)
+		atomic_store(&filling[i], 0);
 }
 
 int vr_fault_install(void)
@@ -310,7 +407,7 @@ int vr_fault_install(void)
 	int err = 0;
 	if (atomic_load(&installed))
 		return 0;
-	pthread_mutex_lock(&vr_global_lock);
+	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 	if (!atomic_load(&installed)) {
 		struct sigaction sa, cur;
 		memset(&sa, 0, sizeof(sa));
@@ -318,14 +415,22 @@ int vr_fault_install(void)
 		/* SA_RESTART only matters for signals that interrupt a system
 		 * call, i.e. the kill()-sent ones we forward: keep the previous
 		 * handler's choice so it sees EINTR exactly as before */
-		sigaction(SIGSEGV, NULL, &cur);
-		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
-		sigemptyset(&sa.sa_mask);
-		if (sigaction(SIGSEGV, &sa, &prev) < 0)
+		/* query first, then install: sigaction(sig, &new, &old) fills
+		 * old only after new is live, and a foreign SIGSEGV in another
+		 * thread in that window would find prev empty */
+		if (sigaction(SIGSEGV, NULL, &cur) < 0) {
 			err = -errno;
-		else
-			atomic_store(&installed, true);
+		} else {
+			prev = cur;
+			sa.sa_flags =
+				SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
+			sigemptyset(&sa.sa_mask);
+			if (sigaction(SIGSEGV, &sa, NULL) < 0)
+				err = -errno;
+			else
+				atomic_store(&installed, true);
+		}
 	}
-	pthread_mutex_unlock(&vr_global_lock);
+	vr_unlock(&vr_global_lock);
 	return err;
 }

@@ -14,18 +14,20 @@ static const char *const site_names[VR_FI_NSITES] = {
 };
 
 static int fi_site = -1; /* VR_FI_NSITES = any */
-static unsigned long fi_n;
+static unsigned long fi_n, fi_times = 1;
 static int fi_errno;
 static _Atomic unsigned long fi_count;
 
 void vr_fi_init(void)
 {
-	const char *e = getenv("VRANGE_FAULT_INJECT");
+	const char *e = secure_getenv("VRANGE_FAULT_INJECT");
 	char name[16];
-	unsigned long n = 0;
+	unsigned long n = 0, times = 1;
 	int err = 0;
-	if (!e || sscanf(e, "%15[a-z]:%lu:%d", name, &n, &err) < 2 || n == 0)
+	if (!e || sscanf(e, "%15[a-z]:%lu:%d:%lu", name, &n, &err, &times) < 2 || n == 0 ||
+	    times == 0)
 		return;
+	fi_times = times;
 	for (int i = 0; i < VR_FI_NSITES; i++)
 		if (strcmp(name, site_names[i]) == 0)
 			fi_site = i;
@@ -40,7 +42,7 @@ int vr_fi_check(enum vr_fi_site site)
 	if (fi_site < 0 || (fi_site != VR_FI_NSITES && fi_site != (int)site))
 		return 0;
 	unsigned long k = atomic_fetch_add(&fi_count, 1) + 1;
-	if (k != fi_n)
+	if (k < fi_n || k - fi_n >= fi_times)
 		return 0;
 	int err = fi_errno ? fi_errno : site == VR_FI_FALLOCATE ? EPERM : ENOMEM;
 	char buf[128];

@@ -5,9 +5,10 @@
  * Every memfd_create, ftruncate, mmap, madvise, mprotect, fallocate and
  * malloc/calloc of the library goes through these wrappers.  In normal
  * builds they are the plain calls.  Built with -Dfault-injection=true, the
- * test seam VRANGE_FAULT_INJECT="SITE:N[:ERRNO]" makes the N-th call (1
- * based, counted from the first vr_ctx_new) of SITE fail with ERRNO
- * (default: ENOMEM, or EPERM for fallocate).  SITE is one of memfd,
+ * test seam VRANGE_FAULT_INJECT="SITE:N[:ERRNO[:COUNT]]" makes the N-th
+ * call (1 based, counted from the first vr_ctx_new) of SITE, and the
+ * COUNT-1 calls after it (default 1: that call only), fail with ERRNO
+ * (0 or absent: ENOMEM, or EPERM for fallocate).  SITE is one of memfd,
  * ftruncate, mmap, madvise, mprotect, fallocate, malloc, or "any" (the
  * N-th instrumented call of any site).  When it fires, one line
  * "vrange: fault injection fired: SITE call N errno E" goes to stderr.

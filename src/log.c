@@ -6,7 +6,9 @@
  * Log lines are produced on slow paths only (purges, pressure, source
  * choice, skipped purges), sometimes with a region lock held, so a log
  * function must not call back into the library.  log_lock is a leaf lock:
- * it is held only to copy the function pointer and its argument.
+ * it is held only to copy the function pointer and its argument, and the
+ * call runs in a callback section (callback.c) so that vr_set_log_fn can
+ * wait for calls of the function it replaced.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -25,21 +27,40 @@ static void *log_arg;    /* protected by log_lock */
 
 void vr_log_init(void)
 {
-	const char *e = getenv("VRANGE_DEBUG");
+	const char *e = secure_getenv("VRANGE_DEBUG");
 	if (e && *e && strcmp(e, "0") != 0)
 		atomic_fetch_or(&vr_debug, 1);
 }
 
 _export_ void vr_set_log_fn(vr_log_fn fn, void *arg)
 {
-	pthread_mutex_lock(&log_lock);
+	vr_lock(&log_lock, VR_RANK_LOG);
 	log_fn = fn;
 	log_arg = fn ? arg : NULL;
 	if (fn)
 		atomic_fetch_or(&vr_debug, 2);
 	else
 		atomic_fetch_and(&vr_debug, ~2);
+	vr_unlock(&log_lock);
+	/* the function replaced is not running when this returns */
+	vr_cb_synchronize();
+}
+
+/* fork: log_lock is taken in prepare and re-created in the child, so a
+ * fork while another thread logs leaves it usable (S18) */
+void vr_log_atfork_prepare(void)
+{
+	pthread_mutex_lock(&log_lock);
+}
+
+void vr_log_atfork_parent(void)
+{
 	pthread_mutex_unlock(&log_lock);
+}
+
+void vr_log_atfork_child(void)
+{
+	pthread_mutex_init(&log_lock, NULL);
 }
 
 void vr_log(const char *fmt, ...)
@@ -50,14 +71,19 @@ void vr_log(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
 	va_end(ap);
 
-	pthread_mutex_lock(&log_lock);
+	if (vr_held(&log_lock))
+		return; /* a signal handler interrupted this thread's vr_set_log_fn */
+	unsigned long cb = vr_cb_enter();
+	vr_lock(&log_lock, VR_RANK_LOG);
 	vr_log_fn fn = log_fn;
 	void *arg = log_arg;
-	pthread_mutex_unlock(&log_lock);
+	vr_unlock(&log_lock);
 	if (fn) {
 		fn(VR_LOG_DEBUG, buf, arg);
+		vr_cb_leave(cb);
 		return;
 	}
+	vr_cb_leave(cb);
 	char line[600];
 	int n = snprintf(line, sizeof(line), "vrange[%d]: %s\n", (int)getpid(), buf);
 	if (n > 0)

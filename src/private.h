@@ -2,35 +2,43 @@
 /*
  * private.h - internal types shared by the subsystems of libvrange
  *
- * LOCKING (the rules every file must respect)
+ * LOCKING (the rules every file must respect; mechanics in lock.h)
  *
+ *   vr_global_lock    one-time setup; inherited lists in a fork child.
  *   ctx->purge_lock   one purge engine run per ctx at a time (vr_ctx_purge,
- *                     limit, pressure, monitor); also held by
- *                     vr_region_destroy / vr_ctx_destroy so that a purge
- *                     never sees a region being freed.
+ *                     limit, pressure, monitor); also held by region
+ *                     creation (it reserves room in the purge heap) and
+ *                     by vr_region_destroy / vr_ctx_destroy, so that a
+ *                     purge never sees a region being freed.
  *   ctx->lock         the ctx's region list (regions, nregions).
  *   region->lock      the region's range map, fault handler, purge cursor.
+ *   registry wlock    registry writers (registry.c).
+ *   log_lock          the log function (log.c), a leaf.
  *
- *   Nesting order:  purge_lock  ->  ctx->lock  ->  region->lock.
- *   At most ONE region lock is held at any time, by anybody.  vr_mark
- *   drops its region lock before it enforces the ctx limit.
- *   Gauges and counters are atomics in the ctx (no lock).
+ *   Order: global -> purge_lock -> ctx->lock -> region->lock -> registry
+ *   -> log, checked in builds without NDEBUG.  Every lock is taken with
+ *   vr_lock()/vr_unlock(), never pthread_mutex_lock() directly (the
+ *   atfork handlers are the exception: they run outside any call).
+ *   At most ONE region lock per signal level.  vr_mark drops its region
+ *   lock before it enforces the ctx limit.  Code that may run in a signal
+ *   handler checks vr_held() before blocking on a lock.  The purge path
+ *   allocates nothing.  Gauges and counters are atomics in the ctx (no
+ *   lock).
  *
- *   The SIGSEGV handler (fault.c) takes no lock.  It reads the region's
- *   map under a seqlock: region->seq is odd while a thread holds the
- *   region lock (vr_region_lock/unlock bump it), and a reader retries
- *   until it read the map with the same even seq before and after.  Map
- *   nodes live in the region's slab until the region is destroyed, so a
- *   reader racing a writer follows stale but valid pointers, bounded and
- *   then discarded.  While a purge holds the lock (trap armed, hole being
- *   punched) a faulting thread waits for the seq to turn even: it then
- *   sees the range purged, or intact with the trap removed.  A reader that
- *   keeps colliding with writers (64 tries) takes the region lock instead,
- *   so a fault never starves behind a busy region.  The one case
- *   that cannot wait is an asynchronous signal handler touching volatile
- *   memory while its own thread holds that region's lock; the per-thread
- *   vr_tls_held records which region lock a thread holds, and the fault
- *   path delivers SIGBUS instead of waiting for ever.
+ *   The SIGSEGV handler (fault.c) takes no lock in the common case.  It
+ *   reads the region's map under a seqlock: region->seq is odd while a
+ *   thread holds the region lock (vr_region_lock/unlock bump it), and a
+ *   reader retries until it read the map with the same even seq before
+ *   and after.  Map nodes live in the region's slab until the region is
+ *   destroyed, so a reader racing a writer follows stale but valid
+ *   pointers, bounded and then discarded.  While a purge holds the lock
+ *   (trap armed, hole being punched) a faulting thread waits for the seq
+ *   to turn even: it then sees the range purged, or intact with the trap
+ *   removed.  A reader that keeps colliding with writers (64 tries) takes
+ *   the region lock instead, so a fault never starves behind a busy
+ *   region; it never does so for a lock its own thread holds (vr_held):
+ *   an asynchronous signal handler touching volatile memory while its
+ *   thread holds that region's lock gets SIGBUS instead.
  *
  * FORK
  *
@@ -47,8 +55,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vrange.h"
+#include "lock.h"
 #include "macro.h"
 #include "range-map.h"
 
@@ -66,12 +76,21 @@ struct vr_shard {
 	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
 } __attribute__((aligned(64)));
 
+/* one entry of the purge engine's heap of regions (purge.c) */
+struct vr_cand {
+	uint64_t age;
+	struct vr_region *r;
+};
+
 struct vr_ctx {
 	pthread_mutex_t purge_lock;
 	pthread_mutex_t lock;
 	struct vr_region *regions; /* protected by lock; doubly linked */
 	size_t nregions;           /* protected by lock */
 	uint64_t purge_gen;        /* protected by purge_lock */
+	struct vr_cand *heap;      /* protected by purge_lock: room for every region */
+	size_t heap_cap;           /* protected by purge_lock */
+	_Atomic bool limit_stuck;  /* the last purge could not reach its goal */
 	unsigned fork_gen;         /* vr_fork_gen at creation; immutable */
 	unsigned flags;            /* immutable */
 
@@ -101,10 +120,15 @@ struct vr_region {
 	int fd;                        /* immutable */
 	unsigned fork_gen;             /* immutable */
 	_Atomic uint64_t oldest_age;   /* LRU head's age or UINT64_MAX (hint) */
-	_Atomic uint64_t trap_gen;     /* bumped by every arm/disarm in the region */
+	_Atomic uint64_t trap_gen;     /* new unique value at every arm/disarm in the
+					  region (vr_trap_gen_bump) */
 	_Atomic unsigned seq;          /* seqlock for the fault path: odd while locked */
 	struct vr_shard *shard;        /* immutable: where this region's gauges go */
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
+	bool lru_added;                /* protected by lock: a range joined the LRU */
+	_Atomic bool used_prot;        /* guard backend: some range used mprotect */
+	dev_t dev;                     /* immutable: the memfd's st_dev ... */
+	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
 					region's share of the gauges */
 } __attribute__((aligned(64))); /* regions used by different threads share no line */
@@ -134,7 +158,6 @@ static inline bool vr_inherited_region(const struct vr_region *r)
 extern pthread_mutex_t vr_global_lock;
 
 /* ---- region.c ---- */
-extern __thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
 void vr_region_lock(struct vr_region *r) _nonnull_();
 void vr_region_unlock(struct vr_region *r) _nonnull_();
 void vr_region_publish_oldest(struct vr_region *r) _nonnull_(); /* lock held */
@@ -145,23 +168,37 @@ void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
 void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the only place that arms traps and punches holes ---- */
-/* discard [p0, p1) (page aligned) now: arm + punch; 0 or -errno, undone on error */
+/* discard [p0, p1) (page aligned) now: arm + punch.  0; or -errno, with
+ * nothing changed (the trap undone); or VR_DISCARD_STUCK: the pages keep
+ * their data but stay trapped (an undo failed), so the caller must treat
+ * them as purged.  Region lock held. */
+#define VR_DISCARD_STUCK 1
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
+void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
 
 enum vr_purge_goal {
 	VR_PURGE_BYTES,    /* reclaim at least n bytes */
 	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
 };
+/* purges in S8 order; bytes reclaimed, or -EDEADLK when called from a
+ * signal handler that interrupted this ctx's purge in the same thread.
+ * Never allocates. */
 ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
+/* room in the purge heap for n regions; called with purge_lock held */
+int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 
 /* ---- trap.c: backends ---- */
 int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
 int vr_trap_arm(void *addr, size_t len);
 int vr_trap_disarm(void *addr, size_t len);
+/* mprotect whatever the backend (large ranges under guard, purge.c) */
+int vr_trap_arm_prot(void *addr, size_t len);
+int vr_trap_disarm_prot(void *addr, size_t len);
 int vr_trap_current(void);
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
+/* 0, -ENOMEM, or -EBUSY when a live region maps the same file (S33) */
 int vr_registry_add(struct vr_region *r) _nonnull_();
 void vr_registry_remove(struct vr_region *r) _nonnull_();
 struct vr_region *vr_registry_lookup(const void *addr); /* async-signal-safe */
@@ -169,8 +206,17 @@ void vr_registry_atfork_prepare(void);
 void vr_registry_atfork_parent(void);
 void vr_registry_atfork_child(void);
 
+/* ---- callback.c: waiting for application callbacks in flight ---- */
+unsigned long vr_cb_enter(void); /* async-signal-safe */
+void vr_cb_leave(unsigned long e);
+/* returns once no callback section entered before the call is running;
+ * returns at once when called from inside a callback */
+void vr_cb_synchronize(void);
+void vr_cb_atfork_child(void);
+
 /* ---- fault.c ---- */
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
+void vr_fault_atfork_child(void);
 
 /* ---- monitor.c ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread
@@ -188,6 +234,9 @@ static inline bool vr_debug_stderr(void)
 	return atomic_load_explicit(&vr_debug, memory_order_relaxed) & 1;
 }
 void vr_log_init(void);
+void vr_log_atfork_prepare(void);
+void vr_log_atfork_parent(void);
+void vr_log_atfork_child(void);
 void vr_log(const char *fmt, ...) _printf_(1, 2);
 #define vr_dbg(...)                                                                                \
 	do {                                                                                       \

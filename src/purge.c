@@ -30,25 +30,77 @@
 #include "inject.h"
 #include "private.h"
 
+/* trap generations come from one process-wide sequence, so that a value
+ * is never seen twice, even in a region created at a reused address (the
+ * fault path's re-fault bound compares them) */
+static _Atomic uint64_t trap_seq;
+
+void vr_trap_gen_bump(struct vr_region *r)
+{
+	uint64_t g = atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
+	atomic_store_explicit(&r->trap_gen, g, memory_order_relaxed);
+}
+
+/* Under the guard backend, a large range is trapped with one mprotect
+ * instead: guard markers allocate page tables (8 bytes per page) for
+ * memory that was never touched, which a purge of a sparse region would
+ * pay in full and keep after the unmark, while an mprotect costs at most
+ * two VMAs (issue 13, item 8).  At the VMA limit it falls back to guard
+ * markers.  A region that used mprotect once restores with both. */
+#define PROT_MIN_BYTES ((uint64_t)2 << 20) /* one page-table page covers 2 MiB */
+
+static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
+{
+	*prot = vr_trap_current() == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
+	if (*prot) {
+		int err = vr_trap_arm_prot(a, len);
+		if (err == 0) {
+			atomic_store_explicit(&r->used_prot, true, memory_order_relaxed);
+			return 0;
+		}
+		/* a multi-VMA mprotect can fail half-way: undo, then guard */
+		if (vr_trap_disarm_prot(a, len) < 0)
+			return VR_DISCARD_STUCK;
+		*prot = false;
+	}
+	return vr_trap_arm(a, len);
+}
+
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
-	int err = vr_trap_arm(r->base + p0, p1 - p0);
-	if (err < 0)
+	void *a = r->base + p0;
+	size_t len = p1 - p0;
+	bool prot;
+	vr_trap_gen_bump(r);
+	int err = arm(r, a, len, &prot);
+	if (err == VR_DISCARD_STUCK)
 		return err;
-	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
-			 (off_t)(p1 - p0)) < 0) {
+	if (err < 0) {
+		/* arming may have failed part-way: take back what was armed;
+		 * if even that fails, pages with data may stay trapped, and the
+		 * range must be taken as purged (its data is never lost, but a
+		 * touch must reach the fault path as a purged range) */
+		return vr_trap_disarm(a, len) < 0 ? VR_DISCARD_STUCK : err;
+	}
+	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0, (off_t)len) <
+	    0) {
 		err = -errno;
-		vr_trap_disarm(r->base + p0, p1 - p0);
-		return err;
+		int undo = prot ? vr_trap_disarm_prot(a, len) : vr_trap_disarm(a, len);
+		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
 	return 0;
 }
 
 int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	atomic_fetch_add_explicit(&r->trap_gen, 1, memory_order_relaxed);
-	return vr_trap_disarm(r->base + p0, p1 - p0);
+	void *a = r->base + p0;
+	size_t len = p1 - p0;
+	vr_trap_gen_bump(r);
+	int err = vr_trap_disarm(a, len);
+	if (!err && vr_trap_current() == VR_TRAP_GUARD &&
+	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
+		err = vr_trap_disarm_prot(a, len);
+	return err;
 }
 
 /* purge one LRU range, region lock held: the bytes reclaimed, or -errno
@@ -60,7 +112,12 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	if (!vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1))
 		return -EINVAL; /* never on the LRU */
 	int err = vr_discard_pages(r, p0, p1);
-	if (err < 0) {
+	if (err == VR_DISCARD_STUCK) {
+		/* trapped but not punched, and the trap would not come off:
+		 * purged with its data, nothing reclaimed */
+		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
+		p1 = p0;
+	} else if (err < 0) {
 		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
 		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
 		       (unsigned long long)rg->start, (unsigned long long)rg->end, strerror(-err));
@@ -81,12 +138,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	return (int64_t)(p1 - p0);
 }
 
-struct cand {
-	uint64_t age;
-	struct vr_region *r;
-};
-
-static void sift_down(struct cand *h, size_t n, size_t i)
+static void sift_down(struct vr_cand *h, size_t n, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
@@ -96,7 +148,7 @@ static void sift_down(struct cand *h, size_t n, size_t i)
 			m = l + 1;
 		if (m == i)
 			return;
-		struct cand t = h[i];
+		struct vr_cand t = h[i];
 		h[i] = h[m];
 		h[m] = t;
 		i = m;
@@ -125,39 +177,50 @@ static void region_lru_pop(struct vr_region *r)
 	vr_lru_pop(&r->map);
 }
 
+int vr_purge_reserve(struct vr_ctx *c, size_t n)
+{
+	if (c->heap_cap >= n)
+		return 0;
+	size_t cap = c->heap_cap ? c->heap_cap * 2 : 32;
+	if (cap < n)
+		cap = n;
+	struct vr_cand *h = vr_malloc(cap * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	free(c->heap);
+	c->heap = h;
+	c->heap_cap = cap;
+	return 0;
+}
+
 ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 {
 	uint64_t reclaimed = 0;
-	pthread_mutex_lock(&c->purge_lock);
+	/* a signal handler that interrupted a purge of this ctx in its own
+	 * thread would wait for itself */
+	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
+		return -EDEADLK;
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
 	if (goal_met(c, goal, n, 0)) {
-		pthread_mutex_unlock(&c->purge_lock);
+		vr_unlock(&c->purge_lock);
 		return 0;
 	}
 	uint64_t gen = ++c->purge_gen;
 
-	/* regions cannot go away while purge_lock is held */
-	pthread_mutex_lock(&c->lock);
-	/* only regions with something purgeable enter the heap; up to 32 of
-	 * them fit on the stack, so a limit check that finds nothing to purge
-	 * (or little) allocates nothing */
-	struct cand local[32], *h = local;
-	size_t nh = 0, cap = 0;
-	for (struct vr_region *r = c->regions; r; r = r->next)
-		cap += atomic_load_explicit(&r->oldest_age, memory_order_relaxed) != UINT64_MAX;
-	if (cap > VR_ARRAY_SIZE(local)) {
-		h = vr_malloc(cap * sizeof(*h));
-		if (!h) {
-			pthread_mutex_unlock(&c->lock);
-			pthread_mutex_unlock(&c->purge_lock);
-			return -ENOMEM;
-		}
-	}
-	for (struct vr_region *r = c->regions; r && nh < cap; r = r->next) {
+	/* regions cannot go away while purge_lock is held.  The heap has room
+	 * for every region (vr_purge_reserve at region creation), so a purge
+	 * never allocates: it must work when memory is short.  Regions whose
+	 * lock this thread holds (a purge from a signal handler) are left
+	 * out. */
+	vr_lock(&c->lock, VR_RANK_CTX);
+	struct vr_cand *h = c->heap;
+	size_t nh = 0;
+	for (struct vr_region *r = c->regions; r && nh < c->heap_cap; r = r->next) {
 		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
-		if (age != UINT64_MAX)
-			h[nh++] = (struct cand){ age, r };
+		if (age != UINT64_MAX && !vr_held(&r->lock))
+			h[nh++] = (struct vr_cand){ age, r };
 	}
-	pthread_mutex_unlock(&c->lock);
+	vr_unlock(&c->lock);
 	for (size_t i = nh / 2; i-- > 0;)
 		sift_down(h, nh, i);
 
@@ -194,8 +257,11 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			h[0] = h[--nh];
 		sift_down(h, nh, 0);
 	}
-	if (h != local)
-		free(h);
-	pthread_mutex_unlock(&c->purge_lock);
+	/* nothing purgeable is left (the loop ran dry): remember it, so that
+	 * limit checks of marks that add nothing purgeable skip the walk over
+	 * every region (vr_mark clears it when it adds a purgeable range) */
+	if (nh == 0)
+		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
+	vr_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }

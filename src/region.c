@@ -21,14 +21,11 @@
 #include "inject.h"
 #include "private.h"
 
-__thread struct vr_region *vr_tls_held __attribute__((tls_model("initial-exec")));
-
 /* the region lock doubles as the writer side of the fault path's seqlock
  * (see private.h): seq is odd from lock to unlock */
 void vr_region_lock(struct vr_region *r)
 {
-	pthread_mutex_lock(&r->lock);
-	vr_tls_held = r;
+	vr_lock(&r->lock, VR_RANK_REGION);
 	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
@@ -38,8 +35,7 @@ void vr_region_unlock(struct vr_region *r)
 {
 	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
 			      memory_order_release);
-	vr_tls_held = NULL;
-	pthread_mutex_unlock(&r->lock);
+	vr_unlock(&r->lock);
 }
 
 void vr_region_publish_oldest(struct vr_region *r)
@@ -77,8 +73,10 @@ static void range_link(struct vr_region *r, struct vr_range *rg)
 	vr_map_insert(&r->map, rg);
 	gauge_add(r, rg, +1);
 	if (!vr_range_purged(rg) &&
-	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL))
+	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL)) {
 		vr_lru_append(&r->map, rg);
+		r->lru_added = true;
+	}
 }
 
 /* a range leaves the tree, the LRU and the gauges and is freed; link is
@@ -247,6 +245,8 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
+	if (vr_held(&r->lock))
+		return -EDEADLK; /* a signal handler interrupted this thread's call on r */
 	vr_region_lock(r);
 	rc = fn(r, off, off + len);
 	vr_region_unlock(r);
@@ -255,15 +255,36 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 
 _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 {
-	int rc = locked_span(r, off, len, mark_locked);
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	if (vr_held(&r->lock))
+		return -EDEADLK; /* a signal handler interrupted this thread's call on r */
+	vr_region_lock(r);
+	r->lru_added = false;
+	rc = mark_locked(r, off, off + len);
+	bool added = r->lru_added;
+	vr_region_unlock(r);
 	if (rc < 0)
 		return rc;
 
-	/* S10: the limit, enforced outside the region lock */
+	/* S10: the limit, enforced outside the region lock.  When the last
+	 * purge found nothing more to purge (sub-page ranges, traps that
+	 * cannot be armed), a mark that added nothing purgeable cannot help
+	 * it: skip the walk over every region (10d).  A mark that adds a
+	 * purgeable range clears the flag (written only when set, so marks
+	 * on different regions do not share a written cache line). */
 	struct vr_ctx *c = r->ctx;
+	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
+	if (added && stuck) {
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+		stuck = false;
+	}
 	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
-	if (limit && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
-		vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+	if (limit && !stuck && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
+		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_purge_lru */
 		if (rc == VR_INTACT) {
 			vr_region_lock(r);
 			rc = (status_locked(r, off, off + len) & VR_STATE_PURGED) ? VR_PURGED
@@ -383,6 +404,29 @@ _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 	return locked_span(r, off, len, status_locked);
 }
 
+/* ---- filling discarded pages before access is restored ---- */
+_export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	if (!src)
+		return -EINVAL;
+	/* through the file, not the mapping: the pages may be trapped */
+	const uint8_t *p = src;
+	while (len > 0) {
+		ssize_t n = pwrite(r->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (size_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* ---- pointer style ---- */
 static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
 {
@@ -413,11 +457,14 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
 }
 
 /* ---- lifecycle ---- */
-static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region **out)
+static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t size,
+		      struct vr_region **out)
 {
 	struct vr_region *r = vr_calloc_aligned(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	r->dev = st->st_dev;
+	r->ino = st->st_ino;
 	size_t map_size = (size + page_mask()) & ~(size_t)page_mask();
 	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
@@ -441,21 +488,29 @@ static int region_map(struct vr_ctx *ctx, int fd, size_t size, struct vr_region 
 	r->fork_gen = ctx->fork_gen;
 	r->shard = &ctx->shards[atomic_fetch_add(&ctx->next_shard, 1) % VR_NSHARDS];
 	atomic_init(&r->oldest_age, UINT64_MAX);
-	int err = vr_registry_add(r);
+	/* the purge heap gets room for this region first: a purge must never
+	 * need memory (issue 13, item 4) */
+	vr_lock(&ctx->purge_lock, VR_RANK_PURGE);
+	vr_lock(&ctx->lock, VR_RANK_CTX);
+	int err = vr_purge_reserve(ctx, ctx->nregions + 1);
+	if (!err)
+		err = vr_registry_add(r); /* -EBUSY: this file is a region already */
 	if (err < 0) {
+		vr_unlock(&ctx->lock);
+		vr_unlock(&ctx->purge_lock);
 		munmap(p, map_size);
 		pthread_mutex_destroy(&r->lock);
 		free(r);
 		return err;
 	}
-	pthread_mutex_lock(&ctx->lock);
 	r->next = ctx->regions;
 	if (ctx->regions)
 		ctx->regions->prev = r;
 	ctx->regions = r;
 	ctx->nregions++;
 	atomic_fetch_add_explicit(&ctx->nregions_stat, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&ctx->lock);
+	vr_unlock(&ctx->lock);
+	vr_unlock(&ctx->purge_lock);
 	*out = r;
 	return 0;
 }
@@ -474,12 +529,13 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 	int fd = vr_memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (vr_ftruncate(fd, (off_t)size) < 0) {
+	struct stat st;
+	if (vr_ftruncate(fd, (off_t)size) < 0 || fstat(fd, &st) < 0) {
 		int err = -errno;
 		close(fd);
 		return err;
 	}
-	int err = region_map(ctx, fd, size, out);
+	int err = region_map(ctx, fd, &st, size, out);
 	if (err < 0)
 		close(fd);
 	return err;
@@ -506,7 +562,7 @@ _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struc
 	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0)
 		return -errno;
-	int err = region_map(ctx, nfd, (size_t)st.st_size, out);
+	int err = region_map(ctx, nfd, &st, (size_t)st.st_size, out);
 	if (err < 0)
 		close(nfd);
 	return err;
@@ -524,7 +580,8 @@ void vr_region_release(struct vr_region *r, bool inherited)
 	vr_map_fini(&r->map);
 }
 
-/* called with ctx->purge_lock and ctx->lock held unless inherited */
+/* called with ctx->purge_lock and ctx->lock held, or vr_global_lock if
+ * inherited */
 void vr_region_free(struct vr_region *r, bool inherited)
 {
 	struct vr_ctx *c = r->ctx;
@@ -552,14 +609,19 @@ _export_ void vr_region_destroy(struct vr_region *r)
 		return;
 	struct vr_ctx *c = r->ctx;
 	if (vr_inherited_region(r)) {
+		/* the ctx's own locks may be held by threads that do not exist
+		 * in this child: the global lock (re-created at fork) guards
+		 * the inherited lists instead */
+		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		vr_region_free(r, true);
+		vr_unlock(&vr_global_lock);
 		return;
 	}
-	pthread_mutex_lock(&c->purge_lock);
-	pthread_mutex_lock(&c->lock);
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
 	vr_region_free(r, false);
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&c->purge_lock);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
 }
 
 _export_ void *vr_region_base(const struct vr_region *r)
@@ -586,9 +648,14 @@ _export_ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, vo
 {
 	if (check_live(r) < 0)
 		return -EINVAL;
+	if (vr_held(&r->lock))
+		return -EDEADLK;
 	vr_region_lock(r);
 	r->fault_fn = fn;
 	r->fault_arg = fn ? arg : NULL;
 	vr_region_unlock(r);
+	/* no call of the replaced handler is in flight when this returns
+	 * (unless called from a fault handler: callback.c) */
+	vr_cb_synchronize();
 	return 0;
 }

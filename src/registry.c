@@ -35,9 +35,10 @@
 #include "inject.h"
 #include "private.h"
 
+/* r is NULL once the region was removed (a tombstone, see update()) */
 struct entry {
 	uintptr_t base, end;
-	struct vr_region *r;
+	_Atomic(struct vr_region *) r;
 };
 
 struct snap {
@@ -87,7 +88,7 @@ struct vr_region *vr_registry_lookup(const void *addr)
 				hi = mid;
 		}
 		if (lo > 0 && a < s->e[lo - 1].end)
-			found = s->e[lo - 1].r;
+			found = atomic_load(&s->e[lo - 1].r);
 	}
 	atomic_fetch_sub(cnt, 1);
 	return found;
@@ -103,49 +104,65 @@ static void synchronize(void)
 	}
 }
 
-/* publish a copy of the current array with r added (add) or removed */
-static int update(struct vr_region *r, bool add)
+/* Adding publishes a sorted copy of the array with r in it and the
+ * tombstones left out.  Removing allocates nothing (a region must be
+ * destroyable when memory is exhausted): the entry's region pointer is
+ * cleared in place, which readers see atomically, and the grace period
+ * then guarantees no reader still returns it.  Called under wlock. */
+static int add_locked(struct vr_region *r)
 {
-	pthread_mutex_lock(&wlock);
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
-	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
-	if (!s) {
-		pthread_mutex_unlock(&wlock);
-		return -ENOMEM;
-	}
-	uintptr_t base = (uintptr_t)r->base;
-	bool placed = !add;
 	for (size_t i = 0; i < n; i++) {
-		if (old->e[i].r == r)
+		struct vr_region *o = atomic_load(&old->e[i].r);
+		if (o && o->dev == r->dev && o->ino == r->ino)
+			return -EBUSY; /* S33: one region per file in a process */
+	}
+	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
+	if (!s)
+		return -ENOMEM;
+	uintptr_t base = (uintptr_t)r->base;
+	bool placed = false;
+	for (size_t i = 0; i < n; i++) {
+		struct vr_region *o = atomic_load(&old->e[i].r);
+		if (!o)
 			continue;
 		if (!placed && old->e[i].base > base) {
-			s->e[k++] = (struct entry){ base, base + r->size, r };
+			s->e[k] = (struct entry){ base, base + r->size, r };
+			k++;
 			placed = true;
 		}
-		s->e[k++] = old->e[i];
+		s->e[k] = (struct entry){ old->e[i].base, old->e[i].end, o };
+		k++;
 	}
-	if (!placed)
-		s->e[k++] = (struct entry){ base, base + r->size, r };
+	if (!placed) {
+		s->e[k] = (struct entry){ base, base + r->size, r };
+		k++;
+	}
 	s->n = k;
 	atomic_store(&current, s);
 	synchronize();
 	free(old);
-	pthread_mutex_unlock(&wlock);
 	return 0;
 }
 
 int vr_registry_add(struct vr_region *r)
 {
-	return update(r, true);
+	vr_lock(&wlock, VR_RANK_REGISTRY);
+	int err = add_locked(r);
+	vr_unlock(&wlock);
+	return err;
 }
 
 void vr_registry_remove(struct vr_region *r)
 {
-	/* on ENOMEM, leave the array as is but make the entry unreachable
-	 * is not possible without allocation: retry until memory frees up */
-	while (update(r, false) < 0)
-		sched_yield();
+	vr_lock(&wlock, VR_RANK_REGISTRY);
+	struct snap *s = atomic_load(&current);
+	for (size_t i = 0; s && i < s->n; i++)
+		if (atomic_load(&s->e[i].r) == r)
+			atomic_store(&s->e[i].r, NULL);
+	synchronize();
+	vr_unlock(&wlock);
 }
 
 void vr_registry_atfork_prepare(void)

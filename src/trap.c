@@ -77,7 +77,7 @@ int vr_trap_init(void)
 	if (vr_trap_current() != VR_TRAP_NONE)
 		return 0;
 	int b = VR_TRAP_MPROTECT;
-	const char *env = getenv("VRANGE_TRAP");
+	const char *env = secure_getenv("VRANGE_TRAP");
 	if (env && strcmp(env, "mprotect") == 0)
 		b = VR_TRAP_MPROTECT;
 	else if (env && strcmp(env, "guard") == 0)
@@ -106,4 +106,14 @@ int vr_trap_disarm(void *addr, size_t len)
 			 ? vr_madvise(addr, len, MADV_GUARD_REMOVE)
 			 : vr_mprotect(addr, len, PROT_READ | PROT_WRITE);
 	return rc < 0 ? -errno : 0;
+}
+
+int vr_trap_arm_prot(void *addr, size_t len)
+{
+	return vr_mprotect(addr, len, PROT_NONE) < 0 ? -errno : 0;
+}
+
+int vr_trap_disarm_prot(void *addr, size_t len)
+{
+	return vr_mprotect(addr, len, PROT_READ | PROT_WRITE) < 0 ? -errno : 0;
 }

@@ -642,11 +642,145 @@ static void sc_exec_check(void)
 	closedir(d);
 }
 
+/* ------------------------------------------------------------------ */
+/* issue 13, item 3: a fork while another thread logs                   */
+
+static atomic_int log_stop;
+static atomic_long log_lines;
+static void count_line(int prio, const char *msg, void *arg)
+{
+	(void)prio;
+	(void)msg;
+	(void)arg;
+	atomic_fetch_add(&log_lines, 1);
+}
+
+static void *log_setter(void *arg)
+{
+	static int x;
+	(void)arg;
+	while (!atomic_load(&log_stop)) {
+		vr_set_log_fn(count_line, NULL);
+		vr_set_log_fn(count_line, &x);
+	}
+	return NULL;
+}
+
+static void *log_purger(void *arg)
+{
+	struct vr_ctx *c = arg;
+	struct vr_region *r;
+	size_t P = vt_pg();
+	CK_EQ(vr_region_new(c, "vt-log", 4 * P, 0, &r), 0);
+	while (!atomic_load(&log_stop)) {
+		CK(vr_mark(r, 0, 4 * P) >= 0);
+		CK(vr_ctx_purge(c, SIZE_MAX) >= 0); /* logs a line per purge */
+		CK(vr_unmark(r, 0, 4 * P) >= 0);
+	}
+	vr_region_destroy(r);
+	return NULL;
+}
+
+static void sc_fork_log(void)
+{
+	struct vr_ctx *c;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	vr_set_log_fn(count_line, NULL);
+	pthread_t t[2];
+	CK_EQ(pthread_create(&t[0], NULL, log_setter, NULL), 0);
+	CK_EQ(pthread_create(&t[1], NULL, log_purger, c), 0);
+	size_t P = vt_pg();
+	for (int i = 0; i < 1000; i++) {
+		pid_t pid = fork();
+		CK(pid >= 0);
+		if (pid == 0) {
+			alarm(10);
+			/* every library lock must be usable: log through a new
+			 * ctx's purge, set and clear the function */
+			struct vr_ctx *cc;
+			struct vr_region *r;
+			long before = atomic_load(&log_lines);
+			CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &cc), 0);
+			CK_EQ(vr_region_new(cc, "vt-child", 2 * P, 0, &r), 0);
+			CK_EQ(vr_mark(r, 0, 2 * P), VR_INTACT);
+			CK_EQ(vr_ctx_purge(cc, SIZE_MAX), (ssize_t)(2 * P));
+			CK(atomic_load(&log_lines) > before);
+			vr_set_log_fn(NULL, NULL);
+			vr_ctx_destroy(cc);
+			vr_ctx_destroy(c); /* inherited */
+			_exit(0);
+		}
+		int st;
+		CK_EQ(waitpid(pid, &st, 0), pid);
+		CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status 0x%x", i, st);
+	}
+	atomic_store(&log_stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	CK(atomic_load(&log_lines) > 0);
+	vr_set_log_fn(NULL, NULL);
+	vr_ctx_destroy(c);
+}
+
+/* issue 13, item 10f: two threads of a child destroy two halves of the
+ * inherited regions of one ctx at the same time */
+enum { NINH = 16 };
+static struct vr_region *inh[NINH];
+static pthread_barrier_t inh_bar;
+
+static void *destroy_second_half(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&inh_bar);
+	for (int i = NINH / 2; i < NINH; i++)
+		vr_region_destroy(inh[i]);
+	return NULL;
+}
+
+static void sc_child_destroy_threads(void)
+{
+	struct vr_ctx *c;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	size_t P = vt_pg();
+	for (int round = 0; round < 300; round++) {
+		for (int i = 0; i < NINH; i++)
+			CK_EQ(vr_region_new(c, "vt-inh", P, 0, &inh[i]), 0);
+		pid_t pid = fork();
+		CK(pid >= 0);
+		if (pid == 0) {
+			alarm(10);
+			int fds = vt_count_fds();
+			pthread_t t;
+			pthread_barrier_init(&inh_bar, NULL, 2);
+			CK_EQ(pthread_create(&t, NULL, destroy_second_half, NULL), 0);
+			pthread_barrier_wait(&inh_bar);
+			for (int i = 0; i < NINH / 2; i++)
+				vr_region_destroy(inh[i]);
+			pthread_join(t, NULL);
+			CK_EQ(vt_count_fds(), fds - NINH); /* every inherited fd closed once */
+			vr_ctx_destroy(c);
+			_exit(0);
+		}
+		int st;
+		CK_EQ(waitpid(pid, &st, 0), pid);
+		CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status 0x%x", st);
+		for (int i = 0; i < NINH; i++)
+			vr_region_destroy(inh[i]);
+		CK_EQ(vr_ctx_stat(c, VR_STAT_REGIONS), 0);
+	}
+	vr_ctx_destroy(c);
+}
+
 static const struct vt_scenario scenarios[] = {
-	{ "child_handles", sc_child_handles }, { "child_destroy", sc_child_destroy },
-	{ "child_own", sc_child_own },         { "child_touch", sc_child_touch },
-	{ "fork_hammer", sc_fork_hammer },     { "exec_fds", sc_exec_fds },
+	{ "child_handles", sc_child_handles },
+	{ "child_destroy", sc_child_destroy },
+	{ "child_own", sc_child_own },
+	{ "child_touch", sc_child_touch },
+	{ "fork_hammer", sc_fork_hammer },
+	{ "exec_fds", sc_exec_fds },
 	{ "exec_check", sc_exec_check },
+	{ "fork_log", sc_fork_log },
+	{ "child_destroy_threads", sc_child_destroy_threads },
 };
 
 /* ------------------------------------------------------------------ */
@@ -692,6 +826,18 @@ static void test_fork_during_library_calls(void **state)
 	run_ok("fork_hammer");
 }
 
+static void test_fork_while_logging(void **state)
+{
+	(void)state;
+	run_ok("fork_log");
+}
+
+static void test_child_destroys_in_two_threads(void **state)
+{
+	(void)state;
+	run_ok("child_destroy_threads");
+}
+
 static void test_exec_leaves_no_fd(void **state)
 {
 	(void)state;
@@ -711,6 +857,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_child_never_sees_parent_memory),
 		cmocka_unit_test(test_fork_during_library_calls),
 		cmocka_unit_test(test_exec_leaves_no_fd),
+		cmocka_unit_test(test_fork_while_logging),
+		cmocka_unit_test(test_child_destroys_in_two_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

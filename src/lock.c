@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* lock.c - the per-thread held-lock stack and the lock-order check (lock.h) */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lock.h"
+#include "private.h"
+
+__thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
+
+#ifndef NDEBUG
+static const char *rank_name(unsigned rank)
+{
+	static const char *const names[] = { "?",      "global",   "purge", "ctx",
+					     "region", "registry", "log" };
+	return rank < VR_ARRAY_SIZE(names) ? names[rank] : "?";
+}
+
+void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top)
+{
+	char buf[256];
+	const void *held = top >= 0 ? (const void *)vr_tls_held.lock[top] : NULL;
+	unsigned hrank = top >= 0 ? vr_tls_held.rank[top] : 0;
+	if (rank)
+		snprintf(buf, sizeof(buf),
+			 "vrange: lock order violation: taking %s lock %p while holding %s lock "
+			 "%p\n",
+			 rank_name(rank), (const void *)m, rank_name(hrank), held);
+	else
+		snprintf(buf, sizeof(buf),
+			 "vrange: lock order violation: releasing %p, innermost held is %p\n",
+			 (const void *)m, held);
+	vr_log_raw(buf);
+	abort();
+}
+#endif

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lock.h - every library mutex is taken through vr_lock()/vr_unlock()
+ *
+ * Each thread keeps a small stack of the locks it holds or is about to
+ * take (vr_tls_held).  Two uses:
+ *
+ *  1. Self-deadlock avoidance in signal context.  A fault handler (S13)
+ *     may call vr_* functions, and an asynchronous signal handler may
+ *     touch discarded memory, while the interrupted code of the same
+ *     thread holds a library lock.  Before blocking on a lock, code that
+ *     can run in signal context asks vr_held(lock): the fault path then
+ *     delivers SIGBUS instead of waiting for ever, and the public calls
+ *     return -EDEADLK.  The entry is pushed BEFORE pthread_mutex_lock and
+ *     popped AFTER pthread_mutex_unlock, so a signal in either window sees
+ *     the lock as held (conservative), and popping restores the previous
+ *     state exactly, whatever was nested in between (a stack, not a
+ *     single marker that an inner unlock would clear).
+ *
+ *  2. Lock-order checking (builds without NDEBUG, as jemalloc's witness):
+ *     locks are taken in increasing rank; a lock taken in a signal handler
+ *     that interrupted library code starts a new level (the handler's
+ *     calls are ordered among themselves, not against the interrupted
+ *     code, which cannot run until the handler returns), and locks are
+ *     released in the reverse order.  A violation prints both locks and
+ *     aborts.
+ *
+ * Ranks (the order every file must respect; see private.h):
+ *   global < purge < ctx < region < registry < log
+ * At most one region lock per signal level (S16's "one region at a time").
+ *
+ * Async-signal safety: push/pop are plain TLS stores separated by signal
+ * fences; vr_held() only reads the calling thread's stack.
+ */
+#ifndef VR_LOCK_H
+#define VR_LOCK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+
+enum vr_lock_rank {
+	VR_RANK_GLOBAL = 1, /* vr_global_lock: one-time setup, fork.c */
+	VR_RANK_PURGE,      /* ctx->purge_lock */
+	VR_RANK_CTX,        /* ctx->lock */
+	VR_RANK_REGION,     /* region->lock */
+	VR_RANK_REGISTRY,   /* registry.c wlock */
+	VR_RANK_LOG,        /* log.c: log_lock (leaf) */
+};
+
+/* Kept small: initial-exec TLS of a library that may be dlopen()ed comes
+ * out of glibc's static TLS surplus (88 bytes here).  Deeper nesting than
+ * VR_HELD_MAX (signal handlers within handlers) is answered "held". */
+#define VR_HELD_MAX 8
+struct vr_held {
+	unsigned n;     /* may exceed VR_HELD_MAX: then vr_held() says yes */
+	unsigned level; /* signal handlers of the library active in this thread */
+	const pthread_mutex_t *lock[VR_HELD_MAX];
+	unsigned char rank[VR_HELD_MAX];
+	unsigned char lvl[VR_HELD_MAX]; /* signal nesting level when pushed */
+};
+extern __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
+
+/* does this thread hold (or is it taking) lock m? */
+static inline bool vr_held(const pthread_mutex_t *m)
+{
+	unsigned n = vr_tls_held.n;
+	if (n > VR_HELD_MAX)
+		return true; /* overflowed: cannot tell, assume the worst */
+	for (unsigned i = 0; i < n; i++)
+		if (vr_tls_held.lock[i] == m)
+			return true;
+	return false;
+}
+
+#ifndef NDEBUG
+/* top: index of the innermost held lock, or -1 */
+void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top);
+#endif
+
+static inline void vr_held_push(const pthread_mutex_t *m, enum vr_lock_rank rank)
+{
+	unsigned n = vr_tls_held.n;
+#ifndef NDEBUG
+	if (n > 0 && n <= VR_HELD_MAX &&
+	    vr_tls_held.lvl[n - 1] == (unsigned char)vr_tls_held.level &&
+	    vr_tls_held.rank[n - 1] >= (unsigned)rank)
+		vr_lock_order_violation(m, rank, (int)n - 1);
+#endif
+	if (n < VR_HELD_MAX) {
+		vr_tls_held.lock[n] = m;
+		vr_tls_held.rank[n] = (unsigned char)rank;
+		vr_tls_held.lvl[n] = (unsigned char)vr_tls_held.level;
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	vr_tls_held.n = n + 1;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+/* locks are released in the reverse order of taking them (checked) */
+static inline void vr_held_pop(const pthread_mutex_t *m)
+{
+#ifndef NDEBUG
+	unsigned n = vr_tls_held.n;
+	if (n == 0 || (n <= VR_HELD_MAX && vr_tls_held.lock[n - 1] != m))
+		vr_lock_order_violation(m, 0, (int)n - 1);
+#else
+	(void)m;
+#endif
+	atomic_signal_fence(memory_order_seq_cst);
+	vr_tls_held.n--;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void vr_lock(pthread_mutex_t *m, enum vr_lock_rank rank)
+{
+	vr_held_push(m, rank);
+	pthread_mutex_lock(m);
+}
+
+static inline void vr_unlock(pthread_mutex_t *m)
+{
+	pthread_mutex_unlock(m);
+	vr_held_pop(m);
+}
+
+/* the fault path brackets handler calls with these (order levels) */
+static inline void vr_held_enter_signal(void)
+{
+	vr_tls_held.level++;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+static inline void vr_held_leave_signal(void)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	vr_tls_held.level--;
+}
+
+#endif
