@@ -13,6 +13,8 @@
  */
 #include "tests.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "range-map.h"
@@ -647,12 +649,102 @@ static void test_map_log_bounded(void **state)
 	vr_map_fini(&m);
 }
 
+/* the fault path's lock-free read against a writer that keeps changing
+ * the map (fanout 4: deep trees, splits and merges all the time), with the
+ * seqlock protocol of region.c/fault.c: every answer read with an even,
+ * unchanged seq must be exact, and no read may crash (ASan/TSan legs) */
+enum { RACY_SLOTS = 600, RACY_STEP = 100, RACY_LEN = 50 };
+
+struct racy {
+	struct vr_map map;
+	_Atomic unsigned seq;
+	_Atomic bool present[RACY_SLOTS];
+	_Atomic bool stop;
+	struct vr_range *rec[RACY_SLOTS];
+	_Atomic long checked;
+};
+
+static void *racy_reader(void *arg)
+{
+	struct racy *t = arg;
+	struct vt_rng g;
+	vt_seed(&g, 99);
+	while (!atomic_load(&t->stop)) {
+		uint64_t off = vt_below(&g, RACY_SLOTS * RACY_STEP);
+		unsigned k = (unsigned)(off / RACY_STEP);
+		unsigned s1 = atomic_load_explicit(&t->seq, memory_order_acquire);
+		if (s1 & 1)
+			continue;
+		struct vr_range got;
+		int found = vr_map_lookup_racy(&t->map, off, &got);
+		bool there = atomic_load_explicit(&t->present[k], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (found < 0 || atomic_load_explicit(&t->seq, memory_order_relaxed) != s1)
+			continue;
+		bool in = there && off % RACY_STEP < RACY_LEN;
+		if (found != in || (in && (got.start != (uint64_t)k * RACY_STEP ||
+					   got.end != (uint64_t)k * RACY_STEP + RACY_LEN))) {
+			print_error("racy lookup(%" PRIu64 ") = %d, expected %d\n", off, found, in);
+			abort();
+		}
+		atomic_fetch_add_explicit(&t->checked, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void test_map_racy_reader(void **state)
+{
+	(void)state;
+	static struct racy t;
+	memset(&t, 0, sizeof(t));
+	vr_map_init(&t.map, SHIFT);
+	t.map.fanout = 4;
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, racy_reader, &t), 0);
+	struct vt_rng g;
+	vt_seed(&g, 5);
+	/* at least 200000 changes and 20000 validated reads (or 20 s) */
+	uint64_t t0 = (uint64_t)time(NULL);
+	for (long i = 0;
+	     i < 200000 || (atomic_load(&t.checked) < 20000 && (uint64_t)time(NULL) < t0 + 20);
+	     i++) {
+		unsigned k = (unsigned)vt_below(&g, RACY_SLOTS);
+		for (volatile int spin = 0; spin < 100; spin++) /* an even window */
+			;
+		/* the writer side of the seqlock, as vr_region_lock/unlock */
+		atomic_store_explicit(&t.seq, atomic_load(&t.seq) + 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		if (t.rec[k]) {
+			vr_map_erase(&t.map, t.rec[k]);
+			vr_map_free(&t.map, t.rec[k]);
+			t.rec[k] = NULL;
+		} else {
+			struct vr_range *r = vr_map_alloc(&t.map);
+			assert_non_null(r);
+			r->start = (uint64_t)k * RACY_STEP;
+			r->end = r->start + RACY_LEN;
+			r->age_flags = VR_RANGE_PURGED;
+			vr_map_insert(&t.map, r);
+			t.rec[k] = r;
+		}
+		atomic_store_explicit(&t.present[k], t.rec[k] != NULL, memory_order_relaxed);
+		atomic_store_explicit(&t.seq, atomic_load(&t.seq) + 1, memory_order_release);
+	}
+	atomic_store(&t.stop, true);
+	pthread_join(th, NULL);
+	print_message("%ld validated lock-free reads\n", atomic_load(&t.checked));
+	assert_true(atomic_load(&t.checked) > 0);
+	assert_int_equal(vr_map_check(&t.map), 0);
+	vr_map_fini(&t.map);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_map_empty_and_bounds), cmocka_unit_test(test_map_whole_pages),
 		cmocka_unit_test(test_map_sorted_inserts),   cmocka_unit_test(test_map_log_bounded),
 		cmocka_unit_test(test_map_random),           cmocka_unit_test(test_map_random_deep),
+		cmocka_unit_test(test_map_racy_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
