@@ -285,26 +285,38 @@ static int cmp_ptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* one pass over the leaves (not vr_map_next descents: the check runs
+ * after every operation of the model tests) */
+static int check_record(const struct vr_map *m, const struct vr_range *r, size_t *inlog,
+			size_t *inheap)
+{
+	bool whole = vr_whole_pages(r->start, r->end, m->page_shift, NULL, NULL);
+	if (vr_range_on_lru(r) && (vr_range_purged(r) || !whole))
+		return -1;
+	if (!vr_range_on_lru(r) && !vr_range_purged(r) && whole)
+		return -1;
+	if (!vr_range_on_lru(r))
+		return 0;
+	if (r->lru_pos == VR_LRU_HEAP) {
+		(*inheap)++;
+		return 0;
+	}
+	if (r->lru_pos < m->log_head || r->lru_pos >= m->log_tail || m->log[r->lru_pos] != r)
+		return -1;
+	(*inlog)++;
+	return 0;
+}
+
 static int check_records(const struct vr_map *m, size_t *inlog, size_t *inheap)
 {
 	*inlog = *inheap = 0;
-	for (const struct vr_range *r = vr_map_first_end_after(m, 0); r; r = vr_map_next(m, r)) {
-		bool whole = vr_whole_pages(r->start, r->end, m->page_shift, NULL, NULL);
-		if (vr_range_on_lru(r) && (vr_range_purged(r) || !whole))
-			return -1;
-		if (!vr_range_on_lru(r) && !vr_range_purged(r) && whole)
-			return -1;
-		if (!vr_range_on_lru(r))
-			continue;
-		if (r->lru_pos == VR_LRU_HEAP) {
-			(*inheap)++;
-		} else {
-			if (r->lru_pos < m->log_head || r->lru_pos >= m->log_tail ||
-			    m->log[r->lru_pos] != r)
+	const struct vr_bnode *leaf = m->root;
+	while (leaf && !leaf->leaf)
+		leaf = leaf->ptr[0];
+	for (; leaf; leaf = leaf->next)
+		for (unsigned i = 0; i < leaf->n; i++)
+			if (check_record(m, leaf->ptr[i], inlog, inheap) < 0)
 				return -1;
-			(*inlog)++;
-		}
-	}
 	return 0;
 }
 
