@@ -63,8 +63,11 @@ struct vr_range {
 	uint32_t heap_tag;   /* with VR_LRU_HEAP: the tag of its heap entry */
 };
 
-/* B+-tree node: 30 keys + 30 pointers + header = 512 bytes */
+/* B+-tree node: 30 keys + 30 pointers + header = 512 bytes (a build may
+ * set another count to measure; 62 makes 1 KiB nodes) */
+#ifndef VR_BT_KEYS
 #define VR_BT_KEYS 30
+#endif
 #define VR_BT_MAXH 16 /* levels; 30^16 ranges is far beyond memory */
 
 struct vr_bnode {
