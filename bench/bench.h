@@ -137,8 +137,8 @@ void *map_anon(size_t len);
 int run_floors(void);
 int run_markpair(void);
 int run_scaling(void);
-int run_purge(void);
-int run_fault(void);
+int run_purge(const char *style); /* NULL, or "anon" */
+int run_fault(const char *style); /* NULL, or "anon" */
 int run_memory(void);
 int run_cache(const char *style);
 

@@ -15,6 +15,12 @@
  *             region's vr_fault_fn; that calls vr_unmark (must return
  *             VR_PURGED), refills the page and returns VR_FAULT_RETRY.
  *
+ * Style "anon" (scenario fault-anon): the same on private anonymous
+ * memory.  raw-pure: trapped (MADV_GUARD_INSTALL, which also frees the
+ * page, or mprotect PROT_NONE), the handler disarms, the read re-runs;
+ * raw-refill: the page is also freed (MADV_DONTNEED after mprotect) and
+ * the handler refills it; vr: a VR_REGION_ANON region.
+ *
  * The raw floors run first, with this program's own SIGSEGV handler,
  * which is removed (SIG_DFL back) before the first vr_ctx_new, so that
  * libvrange installs its handler over the default action as usual.
@@ -38,10 +44,10 @@
 #define MADV_GUARD_REMOVE 103
 #endif
 
-#define SCEN "fault"
+#define SCEN (anon ? "fault-anon" : "fault")
 #define FILL 0x5a
 
-static bool guard;
+static bool guard, anon;
 static volatile sig_atomic_t raw_refill, raw_hits;
 
 static int arm(void *p, size_t len)
@@ -69,10 +75,16 @@ static void raw_handler(int sig, siginfo_t *si, void *uc)
 
 static void bench_raw(size_t nsamp)
 {
-	int fd = memfd_create("vrbench-fault-raw", MFD_CLOEXEC);
-	CHECK(fd >= 0 && ftruncate(fd, (off_t)(4 * page_size)) == 0);
-	char *base = mmap(NULL, 4 * page_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CHECK(base != MAP_FAILED);
+	int fd = -1;
+	char *base;
+	if (anon) {
+		base = map_anon(4 * page_size);
+	} else {
+		fd = memfd_create("vrbench-fault-raw", MFD_CLOEXEC);
+		CHECK(fd >= 0 && ftruncate(fd, (off_t)(4 * page_size)) == 0);
+		base = mmap(NULL, 4 * page_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CHECK(base != MAP_FAILED);
+	}
 	char *p = base + page_size;
 
 	struct sigaction sa, old;
@@ -89,14 +101,19 @@ static void bench_raw(size_t nsamp)
 			memset(p, 1, page_size); /* present, with data */
 			if (arm(p, page_size) < 0)
 				die("raw arm: %s", strerror(errno));
-			if (refill && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						(off_t)page_size, (off_t)page_size) < 0)
+			if (refill && !anon &&
+			    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)page_size, (off_t)page_size) < 0)
 				die("raw punch: %s", strerror(errno));
+			if (refill && anon && !guard && madvise(p, page_size, MADV_DONTNEED) < 0)
+				die("raw MADV_DONTNEED: %s", strerror(errno));
 			sig_atomic_t before = raw_hits;
 			uint64_t t0 = now_ns();
 			char v = *(volatile char *)(p + 100);
 			uint64_t dt = now_ns() - t0;
-			if (raw_hits != before + 1 || v != (refill ? FILL : 1))
+			/* (a guard marker on anonymous memory freed the page) */
+			char want = refill ? FILL : (anon && guard) ? 0 : 1;
+			if (raw_hits != before + 1 || v != want)
 				die("raw round trip: hits %d value %d", (int)(raw_hits - before),
 				    v);
 			if (i) /* the first one warms up */
@@ -107,7 +124,8 @@ static void bench_raw(size_t nsamp)
 	}
 	CHECK(sigaction(SIGSEGV, &old, NULL) == 0);
 	munmap(base, 4 * page_size);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 struct vr_fault_state {
@@ -131,7 +149,7 @@ static void bench_vr(struct vr_ctx *ctx, size_t nsamp)
 {
 	struct vr_region *r;
 	struct vr_fault_state st = { 0 };
-	VRCHECK(vr_region_new(ctx, "vrbench-fault", 4 * page_size, 0, &r));
+	VRCHECK(vr_region_new(ctx, "vrbench-fault", 4 * page_size, anon ? VR_REGION_ANON : 0, &r));
 	VRCHECK(vr_region_set_fault_handler(r, refill_handler, &st));
 	char *p = (char *)vr_region_base(r) + page_size;
 	struct samples s = { 0 };
@@ -157,8 +175,9 @@ static void bench_vr(struct vr_ctx *ctx, size_t nsamp)
 	vr_region_destroy(r);
 }
 
-int run_fault(void)
+int run_fault(const char *style)
 {
+	anon = style && strcmp(style, "anon") == 0;
 	size_t nsamp = BY_MODE(200, 2000, 20000);
 	const char *want = bopt.backend;
 	if (!want)

@@ -9,6 +9,12 @@
  * MADV_GUARD_INSTALL, as the backend) then punched, the same number of
  * ranges per timed sample.  Both sides run in this process, alternating.
  * After each run the memfd must hold no page any more (st_blocks == 0).
+ *
+ * Style "anon" (scenario purge-anon): the same on private anonymous memory,
+ * a VR_REGION_ANON region against a plain anonymous mapping whose ranges
+ * are freed the raw way: MADV_GUARD_INSTALL alone (it frees and traps), or
+ * mprotect PROT_NONE then MADV_DONTNEED.  Afterwards no page of either may
+ * be resident (mincore).
  */
 #include "bench.h"
 
@@ -26,9 +32,9 @@
 #define MADV_GUARD_INSTALL 102
 #endif
 
-#define SCEN "purge"
+#define SCEN (anon ? "purge-anon" : "purge")
 
-static bool guard;
+static bool guard, anon;
 
 struct acc {
 	struct samples per_range; /* us */
@@ -43,11 +49,33 @@ static uint64_t file_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* resident pages of [p, p + len) */
+static size_t resident(const char *p, size_t len)
+{
+	size_t n = 0;
+	unsigned char v[256];
+	for (size_t off = 0; off < len; off += sizeof(v) * page_size) {
+		size_t k =
+			(len - off) / page_size < sizeof(v) ? (len - off) / page_size : sizeof(v);
+		CHECK(mincore((void *)(p + off), k * page_size, v) == 0);
+		for (size_t i = 0; i < k; i++)
+			n += v[i] & 1;
+	}
+	return n;
+}
+
+/* what the purged memory still holds: the memfd's blocks, or the resident
+ * pages of the anonymous mapping */
+static uint64_t left(int fd, const char *base, size_t len)
+{
+	return fd >= 0 ? file_bytes(fd) : resident(base, len) * page_size;
+}
+
 static void run_vr(struct vr_ctx *ctx, size_t rlen, size_t total, struct acc *a)
 {
 	size_t nr = total / rlen, stride = rlen + page_size, k = rlen >= MiB ? 1 : MiB / rlen;
 	struct vr_region *r;
-	VRCHECK(vr_region_new(ctx, "vrbench-purge", nr * stride, 0, &r));
+	VRCHECK(vr_region_new(ctx, "vrbench-purge", nr * stride, anon ? VR_REGION_ANON : 0, &r));
 	char *base = vr_region_base(r);
 	for (size_t i = 0; i < nr; i++) {
 		populate(base + i * stride, rlen);
@@ -77,9 +105,10 @@ static void run_vr(struct vr_ctx *ctx, size_t rlen, size_t total, struct acc *a)
 			"purge %zu KiB ranges: libvrange reclaimed %zu of %zu bytes (%llu skipped)",
 			rlen / KiB, done, total, (unsigned long long)skipped);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) == total - done);
-	if (done == total && file_bytes(vr_region_fd(r)) != 0)
-		die("libvrange purge left %llu bytes in the memfd",
-		    (unsigned long long)file_bytes(vr_region_fd(r)));
+	uint64_t held = left(vr_region_fd(r), base, nr * stride);
+	if (done == total && held != 0)
+		die("libvrange purge left %llu bytes in the %s", (unsigned long long)held,
+		    anon ? "mapping" : "memfd");
 	/* unmark of a purged range: the trap is taken down (S5) */
 	for (size_t i = 0; i < nr; i++) {
 		uint64_t t0 = now_ns();
@@ -95,10 +124,16 @@ static void run_raw(size_t rlen, size_t total, struct acc *a)
 {
 	size_t nr = total / rlen, stride = rlen + page_size, k = rlen >= MiB ? 1 : MiB / rlen;
 	size_t len = nr * stride;
-	int fd = memfd_create("vrbench-raw", MFD_CLOEXEC);
-	CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
-	char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CHECK(base != MAP_FAILED);
+	int fd = -1;
+	char *base;
+	if (anon) {
+		base = map_anon(len);
+	} else {
+		fd = memfd_create("vrbench-raw", MFD_CLOEXEC);
+		CHECK(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
+		base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		CHECK(base != MAP_FAILED);
+	}
 	for (size_t i = 0; i < nr; i++)
 		populate(base + i * stride, rlen);
 	for (size_t i = 0; i < nr; i += k) {
@@ -110,8 +145,10 @@ static void run_raw(size_t rlen, size_t total, struct acc *a)
 				       : mprotect(p, rlen, PROT_NONE);
 			if (rc < 0)
 				die("raw trap: %s", strerror(errno));
-			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				      (off_t)(j * stride), (off_t)rlen) < 0)
+			if (anon && !guard && madvise(p, rlen, MADV_DONTNEED) < 0)
+				die("raw MADV_DONTNEED: %s", strerror(errno));
+			if (!anon && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					       (off_t)(j * stride), (off_t)rlen) < 0)
 				die("raw punch: %s", strerror(errno));
 		}
 		uint64_t dt = now_ns() - t0;
@@ -119,10 +156,11 @@ static void run_raw(size_t rlen, size_t total, struct acc *a)
 		a->ns += (double)dt;
 		a->bytes += (double)(n * rlen);
 	}
-	if (file_bytes(fd) != 0)
-		die("raw purge left bytes in the memfd");
+	if (left(fd, base, len) != 0)
+		die("raw purge left bytes in the %s", anon ? "mapping" : "memfd");
 	munmap(base, len);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 static void bench_size(struct vr_ctx *ctx, size_t rlen, const char *tag)
@@ -155,8 +193,9 @@ static void bench_size(struct vr_ctx *ctx, size_t rlen, const char *tag)
 	samples_free(&raw.per_range);
 }
 
-int run_purge(void)
+int run_purge(const char *style)
 {
+	anon = style && strcmp(style, "anon") == 0;
 	struct vr_ctx *ctx;
 	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &ctx);
 	if (rc == -EOPNOTSUPP && bopt.backend) {

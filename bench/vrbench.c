@@ -46,6 +46,10 @@ static const struct job jobs[] = {
 	{ "purge", "purge", "mprotect", NULL },
 	{ "fault", "fault", "guard", NULL },
 	{ "fault", "fault", "mprotect", NULL },
+	{ "purge-anon", "purge", "guard", "anon" },
+	{ "purge-anon", "purge", "mprotect", "anon" },
+	{ "fault-anon", "fault", "guard", "anon" },
+	{ "fault-anon", "fault", "mprotect", "anon" },
 	{ "memory", "memory", NULL, NULL },
 	{ "cache", "cache", NULL, "vr-explicit" },
 	{ "cache", "cache", NULL, "vr-lazy" },
@@ -320,6 +324,21 @@ static void derive(void)
 			  "s4 fault round trip vs raw SIGSEGV+disarm, %s", backends[b]);
 		add_ratio(vr / med("fault", "raw-refill", backends[b]), "x", NULL, 0, 0,
 			  "s4 fault round trip vs raw punch+trap+refill, %s", backends[b]);
+	}
+	for (int b = 0; b < 2; b++) {
+		add_ratio(med("purge-anon", "vr-purge-64k-bw", backends[b]) /
+				  med("purge-anon", "raw-purge-64k-bw", backends[b]),
+			  "x", ">= 0.8", 1, 0.8, "s7 anon purge bytes/s vs raw, 64 KiB, %s",
+			  backends[b]);
+		add_ratio(med("purge-anon", "vr-purge-2m-bw", backends[b]) /
+				  med("purge-anon", "raw-purge-2m-bw", backends[b]),
+			  "x", ">= 0.8", 1, 0.8, "s7 anon purge bytes/s vs raw, 2 MiB, %s",
+			  backends[b]);
+		double vr = med("fault-anon", "vr-fault", backends[b]);
+		add_ratio(vr / med("fault-anon", "raw-pure", backends[b]), "x", "<= 2", -1, 2,
+			  "s7 anon fault round trip vs raw trap+disarm, %s", backends[b]);
+		add_ratio(vr / med("fault-anon", "raw-refill", backends[b]), "x", NULL, 0, 0,
+			  "s7 anon fault round trip vs raw free+trap+refill, %s", backends[b]);
 	}
 	add_ratio(med("memory", "vr-heap-per-range", NULL), "B", "<= 64", -1, 64,
 		  "s5 heap bytes per range at 10^6 ranges");
@@ -623,9 +642,9 @@ static int child_main(const char *name, const char *style)
 	if (!strcmp(name, "scaling"))
 		return run_scaling();
 	if (!strcmp(name, "purge"))
-		return run_purge();
+		return run_purge(style);
 	if (!strcmp(name, "fault"))
-		return run_fault();
+		return run_fault(style);
 	if (!strcmp(name, "memory"))
 		return run_memory();
 	if (!strcmp(name, "cache"))

@@ -4,7 +4,9 @@
  *
  * libvrange implements John Stultz's 2012 "volatile ranges" semantics
  * (and Android ashmem's pin/unpin) in user space.  A *region* is a memfd
- * mapped MAP_SHARED read/write into this process.  Byte ranges of a region
+ * mapped MAP_SHARED read/write into this process, or private anonymous
+ * memory (VR_REGION_ANON, or memory the caller already owns, adopted with
+ * vr_region_adopt()).  Byte ranges of a region
  * can be marked *volatile*: the library may then discard them, whole range
  * at a time, least-recently-marked first, when the application asks, when a
  * byte limit is exceeded, or when the system or cgroup runs short of memory.
@@ -62,7 +64,11 @@
  *   child, inherited handles may only be destroyed (which frees the child's
  *   copies and closes its fds without touching the parent's memory); every
  *   other call on them fails with -EINVAL.  The child may create new
- *   contexts and regions.
+ *   contexts and regions.  Adopted spans (vr_region_adopt()) are the
+ *   caller's memory and are inherited as such: in the child their
+ *   discarded pages stay inaccessible (a touch is SIGSEGV) until the child
+ *   destroys the inherited region, which makes them readable and writable
+ *   in the child only, reading 0.
  *
  * Environment
  *   VRANGE_DEBUG=1        log purges, pressure events, sources, skips and
@@ -86,7 +92,8 @@ extern "C" {
 
 /** One LRU + budget + pressure monitor; owns regions. */
 struct vr_ctx;
-/** One memfd, mapped MAP_SHARED read/write in this process. */
+/** One memfd mapped MAP_SHARED read/write in this process, or a span of
+ * private anonymous memory (VR_REGION_ANON, vr_region_adopt()). */
 struct vr_region;
 
 /* results of vr_mark / vr_unmark */
@@ -96,6 +103,9 @@ struct vr_region;
 /* bits of vr_status() */
 #define VR_STATE_VOLATILE (1u << 0) /* some byte of the range is volatile */
 #define VR_STATE_PURGED (1u << 1)   /* some byte lies in a purged volatile range */
+
+/* vr_region_new flags */
+#define VR_REGION_ANON (1u << 0) /* private anonymous memory, no fd (since 0.2) */
 
 /* vr_ctx_new flags */
 #define VR_CTX_NO_MONITOR (1u << 0) /* start no pressure-monitor thread */
@@ -245,21 +255,28 @@ const char *vr_monitor_source_name(int source);
 /* regions                                                                 */
 
 /**
- * vr_region_new - create a region: a new memfd mapped read/write
+ * vr_region_new - create a region: a new memfd, or anonymous memory,
+ * mapped read/write
  * @ctx: the owning context
- * @name: memfd name (for /proc/self/maps), or NULL for "vrange"
+ * @name: memfd name (for /proc/self/maps), or NULL for "vrange"; unused
+ *        with VR_REGION_ANON
  * @size: bytes, need not be a page multiple (the mapping is rounded up;
  *        bytes past @size are not addressable through the API)
- * @flags: must be 0
+ * @flags: 0 (a memfd) or VR_REGION_ANON (since 0.2: private anonymous
+ *         memory, MAP_NORESERVE, MADV_DONTFORK, no fd: vr_region_fd()
+ *         returns -EBADF)
  * @out: receives the region
  *
  * The region is wholly non-volatile and reads as zero; its memfd is
- * MFD_CLOEXEC, its base page aligned.
+ * MFD_CLOEXEC, its base page aligned.  Both kinds follow the same rules
+ * (marking, purging, faults, fork); a purge of an anonymous range traps
+ * its whole pages and frees them (MADV_GUARD_INSTALL, or mprotect and
+ * MADV_DONTNEED), so they read 0 after vr_unmark().
  *
  * Returns: 0; -EINVAL for NULL @ctx/@out, @size 0 or too large, unknown
- * flags; or the negative errno of memfd_create/ftruncate/mmap (nothing is
- * leaked).
- * Since: 0.1
+ * flags (any bit but VR_REGION_ANON); or the negative errno of
+ * memfd_create/ftruncate/mmap/madvise (nothing is leaked).
+ * Since: 0.1; VR_REGION_ANON since 0.2
  * Context: allocates, system calls.
  */
 int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
@@ -294,8 +311,54 @@ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned fl
 int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out);
 
 /**
+ * vr_region_adopt - make memory the caller already mapped a region
+ * @ctx: the owning context
+ * @addr: first byte, page aligned
+ * @len: bytes, a positive multiple of the page size
+ * @flags: must be 0
+ * @out: receives the region
+ *
+ * [@addr, @addr + @len) must lie in one private anonymous read/write
+ * mapping of this process (an mmap'ed arena, the page-aligned part of a
+ * large malloc() block or of the brk heap), as /proc/self/smaps shows it:
+ * not file-backed, not shared (adjacent pieces the kernel keeps apart
+ * count as one mapping when their flags are the same).  Executable
+ * memory stays executable.  The region starts
+ * wholly non-volatile with the contents unchanged and follows the rules
+ * of VR_REGION_ANON regions, except that the caller keeps the mapping:
+ * vr_region_destroy() and vr_ctx_destroy() leave it mapped, every page
+ * readable and writable (discarded pages read 0), and never unmap it.
+ * Destroy the region before the memory is unmapped, remapped (guard
+ * markers move with mremap) or freed.  mlock'ed pages are never
+ * discarded: a purge skips their range (VR_STAT_SKIPPED).
+ *
+ * fork(): the span is inherited as the caller's memory.  A child never
+ * reads a page discarded before the fork as data (a touch is SIGSEGV);
+ * destroying the inherited region in the child makes the span readable
+ * and writable in the child only (discarded pages read 0).  While a child
+ * still shares pages, a purge in the parent frees nothing system-wide:
+ * VR_STAT_RECLAIMED_BYTES counts what this process discarded (the pages
+ * leave its resident set), not what the system got back.
+ *
+ * Returns: 0; -EEXIST if the span shares a byte with a live region
+ * (checked first); -EINVAL for NULL @ctx/@out/@addr, flags other than 0
+ * (VR_REGION_ANON included), @addr not page aligned, @len 0 or not a page
+ * multiple, a span that is not wholly inside one private anonymous
+ * read/write mapping (unmapped memory, two mappings, file-backed or
+ * shared memory); -ENOMEM; or the negative errno of opening
+ * /proc/self/smaps.
+ * Since: 0.2
+ * Context: allocates, reads /proc/self/smaps; not from a fault handler.
+ */
+int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+		    struct vr_region **out);
+
+/**
  * vr_region_destroy - unmap, close and free a region
  * @r: the region, or NULL (no-op)
+ *
+ * An adopted region (vr_region_adopt()) is not unmapped: its traps are
+ * removed and the memory stays the caller's, readable and writable.
  *
  * Since: 0.1
  * Context: may block until a running purge of the ctx finishes.
@@ -326,7 +389,8 @@ size_t vr_region_size(const struct vr_region *r);
  * vr_region_fd - the region's memfd (owned by the region: do not close)
  * @r: the region
  *
- * Returns: the fd, or -EINVAL for NULL or an inherited handle.
+ * Returns: the fd, -EBADF for anonymous memory (VR_REGION_ANON or
+ * adopted: no fd), or -EINVAL for NULL or an inherited handle.
  * Since: 0.1
  * Context: lock-free.
  */
@@ -508,9 +572,11 @@ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg);
  * purged range before vr_unmark() restores access (see vr_fault_fn).  It
  * does not change volatility: bytes of a purged range stay purged until
  * unmarked (and read 0 if that range is purged again before).
+ * Anonymous regions (VR_REGION_ANON, vr_region_adopt()) have no file: a
+ * fault handler there unmarks first and refills through the mapping.
  *
- * Returns: 0; -EINVAL for bad arguments; or the negative errno of
- * pwrite (-ENOSPC on a full tmpfs, -ENOMEM).
+ * Returns: 0; -EINVAL for bad arguments; -EBADF for anonymous memory; or
+ * the negative errno of pwrite (-ENOSPC on a full tmpfs, -ENOMEM).
  * Since: 0.2
  * Context: async-signal-safe (pwrite); no lock; may be called from a
  * fault handler.

@@ -64,6 +64,7 @@
 #include "range-map.h"
 
 struct vr_monitor;
+struct vr_kind_ops;
 
 /*
  * Gauges (ranges, unpurged and purged volatile bytes) are sharded: each
@@ -118,7 +119,7 @@ struct vr_region {
 	uint8_t *base;                 /* immutable */
 	size_t size;                   /* immutable: bytes given at creation */
 	size_t map_size;               /* immutable: page rounded */
-	int fd;                        /* immutable */
+	int fd;                        /* immutable; -1: anonymous */
 	unsigned fork_gen;             /* immutable */
 	_Atomic uint64_t oldest_age;   /* LRU head's age or UINT64_MAX (hint) */
 	_Atomic uint64_t trap_gen;     /* new unique value at every arm/disarm in the
@@ -132,6 +133,11 @@ struct vr_region {
 	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
 					region's share of the gauges */
+	/* immutable: memfd, anonymous or adopted memory (kind.h), and the
+	 * protection of its accessible pages (PROT_READ|PROT_WRITE, or with
+	 * PROT_EXEC for an adopted span that had it) */
+	const struct vr_kind_ops *kind;
+	int prot;
 } __attribute__((aligned(64))); /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
@@ -190,19 +196,46 @@ ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _n
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 
 /* ---- trap.c: backends ---- */
+/* How discarded pages are made to fault.  One backend per process, chosen
+ * at the first vr_ctx_new and immutable afterwards.  arm/disarm take a
+ * page-aligned span of r and return 0 or -errno; they are called with the
+ * region lock held (purge, unmark) or on a region nobody else may use
+ * (destroy), never from a signal handler. */
+struct vr_trap_ops {
+	int id;              /* enum vr_trap */
+	const char *name;    /* VRANGE_TRAP value */
+	bool (*probe)(void); /* works on this system?  NULL: always */
+	int (*arm)(struct vr_region *r, void *addr, size_t len);
+	int (*disarm)(struct vr_region *r, void *addr, size_t len);
+	/* arming private anonymous memory also frees its pages (guard
+	 * markers): the anonymous kind then needs no MADV_DONTNEED */
+	bool frees_private;
+	/* optional, NULL when there is nothing to do: a new region's mapping
+	 * is ready (0 or -errno, the region is then not created), and the
+	 * region goes away (inherited: in a fork child, no lock, see fork) */
+	int (*attach)(struct vr_region *r);
+	void (*detach)(struct vr_region *r, bool inherited);
+};
 int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
-int vr_trap_arm(void *addr, size_t len);
-int vr_trap_disarm(void *addr, size_t len);
+/* the chosen backend; NULL before vr_trap_init */
+const struct vr_trap_ops *vr_trap_ops(void);
+int vr_trap_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_attach(struct vr_region *r) _nonnull_();
+void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
 /* mprotect whatever the backend (large ranges under guard, purge.c) */
-int vr_trap_arm_prot(void *addr, size_t len);
-int vr_trap_disarm_prot(void *addr, size_t len);
+int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_current(void);
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
-/* 0, -ENOMEM, or -EBUSY when a live region maps the same file (S33) */
+/* 0, -ENOMEM, -EBUSY when a live region maps the same file (S33), or
+ * -EEXIST if [base, base + size) overlaps a live region (an adopted span) */
 int vr_registry_add(struct vr_region *r) _nonnull_();
 void vr_registry_remove(struct vr_region *r) _nonnull_();
 struct vr_region *vr_registry_lookup(const void *addr); /* async-signal-safe */
+/* some live region shares a byte with [addr, addr + len) */
+bool vr_registry_overlaps(const void *addr, size_t len);
 void vr_registry_atfork_prepare(void);
 void vr_registry_atfork_parent(void);
 void vr_registry_atfork_child(void);

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * purge.c - the purge engine: the only code that arms traps and punches
- * holes in region memfds.
+ * purge.c - the purge engine: the only code that arms traps to discard
+ * pages; the memory itself is freed through the region's kind (kind.c).
  *
  * Discarding pages, in this order (architecture.md, problem 2):
  *   1. arm the trap on the whole pages (a thread touching them from now on
  *      faults and waits on the region lock in the fault path);
- *   2. punch the hole: the data is gone, but nobody can read zeros as data
- *      since every access traps;
+ *   2. free the memory (punch the memfd hole, or MADV_DONTNEED / the guard
+ *      install itself for anonymous memory): the data is gone, but nobody
+ *      can read zeros as data since every access traps;
  *   3. publish "purged" in the map.
  * All three happen under the region lock, so vr_unmark / vr_status / the
  * fault path see either the intact range or the purged one.  If the trap
@@ -23,11 +24,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "inject.h"
+#include "kind.h"
 #include "private.h"
 
 /* trap generations come from one process-wide sequence, so that a value
@@ -53,17 +54,17 @@ static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 {
 	*prot = vr_trap_current() == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
 	if (*prot) {
-		int err = vr_trap_arm_prot(a, len);
+		int err = vr_trap_arm_prot(r, a, len);
 		if (err == 0) {
 			atomic_store_explicit(&r->used_prot, true, memory_order_relaxed);
 			return 0;
 		}
 		/* a multi-VMA mprotect can fail half-way: undo, then guard */
-		if (vr_trap_disarm_prot(a, len) < 0)
+		if (vr_trap_disarm_prot(r, a, len) < 0)
 			return VR_DISCARD_STUCK;
 		*prot = false;
 	}
-	return vr_trap_arm(a, len);
+	return vr_trap_arm(r, a, len);
 }
 
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
@@ -80,12 +81,13 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 		 * if even that fails, pages with data may stay trapped, and the
 		 * range must be taken as purged (its data is never lost, but a
 		 * touch must reach the fault path as a purged range) */
-		return vr_trap_disarm(a, len) < 0 ? VR_DISCARD_STUCK : err;
+		return vr_trap_disarm(r, a, len) < 0 ? VR_DISCARD_STUCK : err;
 	}
-	if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0, (off_t)len) <
-	    0) {
-		err = -errno;
-		int undo = prot ? vr_trap_disarm_prot(a, len) : vr_trap_disarm(a, len);
+	/* the memory goes through the region's kind (kind.h): a hole in the
+	 * memfd, or MADV_DONTNEED unless the guard markers freed it */
+	err = r->kind->free_pages(r, p0, p1, !prot && vr_trap_ops()->frees_private);
+	if (err < 0) {
+		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
 	return 0;
@@ -96,10 +98,10 @@ int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	void *a = r->base + p0;
 	size_t len = p1 - p0;
 	vr_trap_gen_bump(r);
-	int err = vr_trap_disarm(a, len);
+	int err = vr_trap_disarm(r, a, len);
 	if (!err && vr_trap_current() == VR_TRAP_GUARD &&
 	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
-		err = vr_trap_disarm_prot(a, len);
+		err = vr_trap_disarm_prot(r, a, len);
 	return err;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * region.c - regions (memfd + mapping) and the volatility calls on them
+ * region.c - regions (a memfd mapping, or anonymous memory: kind.h) and
+ * the volatility calls on them
  *
  * vr_mark / vr_unmark / vr_status run under the region lock and make no
  * system call unless a purged range is involved (S16).  Whatever touches
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "inject.h"
+#include "kind.h"
 #include "private.h"
 
 /* the region lock doubles as the writer side of the fault path's seqlock
@@ -412,6 +414,8 @@ _export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, si
 		return rc;
 	if (!src)
 		return -EINVAL;
+	if (r->fd < 0)
+		return -EBADF; /* anonymous memory: no file to write through */
 	/* through the file, not the mapping: the pages may be trapped */
 	const uint8_t *p = src;
 	while (len > 0) {
@@ -457,51 +461,50 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
 }
 
 /* ---- lifecycle ---- */
-static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t size,
-		      struct vr_region **out)
+
+/* a region over [base, base + map_size), already mapped (or adopted):
+ * registered, linked into ctx.  st: the memfd's (S33), NULL for
+ * anonymous memory.  On failure nothing is kept; the caller still owns
+ * the mapping and the fd. */
+static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_size, int fd,
+			const struct stat *st, const struct vr_kind_ops *kind, int prot,
+			struct vr_region **out)
 {
 	struct vr_region *r = vr_calloc_aligned(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->dev = st->st_dev;
-	r->ino = st->st_ino;
-	size_t map_size = (size + page_mask()) & ~(size_t)page_mask();
-	void *p = vr_mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		int err = -errno;
-		free(r);
-		return err;
-	}
-	if (vr_madvise(p, map_size, MADV_DONTFORK) < 0) {
-		int err = -errno;
-		munmap(p, map_size);
-		free(r);
-		return err;
+	if (st) {
+		r->dev = st->st_dev;
+		r->ino = st->st_ino;
 	}
 	pthread_mutex_init(&r->lock, NULL);
 	vr_map_init(&r->map, vr_page_shift());
 	r->ctx = ctx;
-	r->base = p;
+	r->base = base;
 	r->size = size;
 	r->map_size = map_size;
 	r->fd = fd;
+	r->kind = kind;
+	r->prot = prot;
 	r->fork_gen = ctx->fork_gen;
 	r->shard = &ctx->shards[atomic_fetch_add(&ctx->next_shard, 1) % VR_NSHARDS];
 	atomic_init(&r->oldest_age, UINT64_MAX);
+	int err = vr_trap_attach(r);
+	if (err < 0)
+		goto fail;
 	/* the purge heap gets room for this region first: a purge must never
 	 * need memory (issue 13, item 4) */
 	vr_lock(&ctx->purge_lock, VR_RANK_PURGE);
 	vr_lock(&ctx->lock, VR_RANK_CTX);
-	int err = vr_purge_reserve(ctx, ctx->nregions + 1);
-	if (!err)
-		err = vr_registry_add(r); /* -EBUSY: this file is a region already */
+	err = vr_purge_reserve(ctx, ctx->nregions + 1);
+	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
+		   * adopted span overlaps a region */
+		err = vr_registry_add(r);
 	if (err < 0) {
 		vr_unlock(&ctx->lock);
 		vr_unlock(&ctx->purge_lock);
-		munmap(p, map_size);
-		pthread_mutex_destroy(&r->lock);
-		free(r);
-		return err;
+		vr_trap_detach(r, false);
+		goto fail;
 	}
 	r->next = ctx->regions;
 	if (ctx->regions)
@@ -513,18 +516,66 @@ static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t 
 	vr_unlock(&ctx->purge_lock);
 	*out = r;
 	return 0;
+fail:
+	vr_map_fini(&r->map);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+	return err;
 }
 
+static size_t page_round(size_t size)
+{
+	return (size + page_mask()) & ~(size_t)page_mask();
+}
+
+/* maps the memfd; on failure the caller still owns fd */
+static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t size,
+		      struct vr_region **out)
+{
+	size_t map_size = page_round(size);
+	void *p;
+	int err = vr_kind_map(fd, map_size, &p);
+	if (err < 0)
+		return err;
+	err = region_setup(ctx, p, size, map_size, fd, st, &vr_kind_memfd, PROT_READ | PROT_WRITE,
+			   out);
+	if (err < 0)
+		munmap(p, map_size);
+	return err;
+}
+
+/* S1 for memfds: the page round-up fits size_t and off_t */
 static bool size_ok(size_t size)
 {
 	size_t pm = (size_t)page_mask();
 	return size != 0 && size <= SIZE_MAX - pm && size + pm <= (size_t)INT64_MAX;
 }
 
+/* S26: anonymous memory has no off_t clause; mmap says what is too big */
+static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **out)
+{
+	if (size == 0 || size > SIZE_MAX - (size_t)page_mask())
+		return -EINVAL;
+	size_t map_size = page_round(size);
+	void *p;
+	int err = vr_kind_map(-1, map_size, &p);
+	if (err < 0)
+		return err;
+	err = region_setup(ctx, p, size, map_size, -1, NULL, &vr_kind_anon, PROT_READ | PROT_WRITE,
+			   out);
+	if (err < 0)
+		munmap(p, map_size);
+	return err;
+}
+
 _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
 			   struct vr_region **out)
 {
-	if (!ctx || !out || flags || !size_ok(size) || vr_inherited_ctx(ctx))
+	if (!ctx || !out || (flags & ~VR_REGION_ANON) || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	if (flags & VR_REGION_ANON)
+		return region_new_anon(ctx, size, out);
+	if (!size_ok(size))
 		return -EINVAL;
 	int fd = vr_memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
@@ -539,6 +590,26 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 	if (err < 0)
 		close(fd);
 	return err;
+}
+
+_export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			     struct vr_region **out)
+{
+	if (!ctx || !out || !addr || len == 0 || len > UINTPTR_MAX - (uintptr_t)addr ||
+	    vr_inherited_ctx(ctx))
+		return -EINVAL;
+	/* S26: overlap with a live region first (its memfd mapping would
+	 * otherwise fail the checks below as "shared") */
+	if (vr_registry_overlaps(addr, len))
+		return -EEXIST;
+	if (flags || ((uintptr_t)addr & page_mask()) || (len & page_mask()))
+		return -EINVAL;
+	int prot;
+	int err = vr_adopt_check(addr, len, &prot);
+	if (err < 0)
+		return err;
+	/* the registry checks the overlap again, atomically with the insert */
+	return region_setup(ctx, addr, len, len, -1, NULL, &vr_kind_adopted, prot, out);
 }
 
 _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
@@ -593,13 +664,14 @@ void vr_region_free(struct vr_region *r, bool inherited)
 		r->next->prev = r->prev;
 	c->nregions--;
 	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
-	if (!inherited) {
+	if (!inherited)
 		vr_registry_remove(r);
-		munmap(r->base, r->map_size);
+	vr_trap_detach(r, inherited);
+	/* unmaps and closes, or (adopted) disarms and leaves the memory */
+	r->kind->release(r, inherited);
+	if (!inherited)
 		pthread_mutex_destroy(&r->lock);
-	}
 	vr_region_release(r, inherited);
-	close(r->fd);
 	free(r);
 }
 
@@ -636,7 +708,9 @@ _export_ size_t vr_region_size(const struct vr_region *r)
 
 _export_ int vr_region_fd(const struct vr_region *r)
 {
-	return check_live(r) < 0 ? -EINVAL : r->fd;
+	if (check_live(r) < 0)
+		return -EINVAL;
+	return r->fd < 0 ? -EBADF : r->fd; /* anonymous memory has no fd */
 }
 
 _export_ struct vr_region *vr_region_of(const void *addr)

@@ -70,28 +70,57 @@ static inline _Atomic long *reader_counter(unsigned long e)
 }
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 
-struct vr_region *vr_registry_lookup(const void *addr)
+/* index of the first entry with base >= b (binary search) */
+static size_t first_at_or_after(const struct snap *s, uintptr_t b)
 {
-	uintptr_t a = (uintptr_t)addr;
-	struct vr_region *found = NULL;
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->e[mid].base < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* a live region whose [base, end) shares a byte with [a, b), a < b.
+ * Entries (live ones and the tombstones of removed ones, which exist only
+ * until the next add) do not overlap, so their ends grow with their
+ * bases: walking back from the last entry starting before b, only those
+ * ending after a can overlap (for one address: at most one entry). */
+static struct vr_region *overlapping(struct snap *s, uintptr_t a, uintptr_t b)
+{
+	if (!s)
+		return NULL;
+	for (size_t i = first_at_or_after(s, b); i > 0 && a < s->e[i - 1].end; i--) {
+		struct vr_region *r = atomic_load(&s->e[i - 1].r);
+		if (r)
+			return r;
+	}
+	return NULL;
+}
+
+static struct vr_region *lookup_span(uintptr_t a, uintptr_t b)
+{
 	unsigned long e = atomic_load(&epoch);
 	_Atomic long *cnt = reader_counter(e);
 	atomic_fetch_add(cnt, 1);
-	struct snap *s = atomic_load(&current);
-	if (s) {
-		size_t lo = 0, hi = s->n;
-		while (lo < hi) { /* first entry with base > a */
-			size_t mid = lo + (hi - lo) / 2;
-			if (s->e[mid].base <= a)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo > 0 && a < s->e[lo - 1].end)
-			found = atomic_load(&s->e[lo - 1].r);
-	}
+	struct vr_region *found = overlapping(atomic_load(&current), a, b);
 	atomic_fetch_sub(cnt, 1);
 	return found;
+}
+
+struct vr_region *vr_registry_lookup(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return a == UINTPTR_MAX ? NULL : lookup_span(a, a + 1);
+}
+
+bool vr_registry_overlaps(const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len);
 }
 
 static void synchronize(void)
@@ -113,7 +142,12 @@ static int add_locked(struct vr_region *r)
 {
 	struct snap *old = atomic_load(&current);
 	size_t n = old ? old->n : 0, k = 0;
-	for (size_t i = 0; i < n; i++) {
+	uintptr_t base = (uintptr_t)r->base;
+	/* an adopted span over a live region (vr_region_adopt checked before,
+	 * but two adopts of one span race to this point) */
+	if (overlapping(old, base, base + r->size))
+		return -EEXIST;
+	for (size_t i = 0; i < n && r->ino; i++) { /* (anonymous memory: no file) */
 		struct vr_region *o = atomic_load(&old->e[i].r);
 		if (o && o->dev == r->dev && o->ino == r->ino)
 			return -EBUSY; /* S33: one region per file in a process */
@@ -121,7 +155,6 @@ static int add_locked(struct vr_region *r)
 	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
 	if (!s)
 		return -ENOMEM;
-	uintptr_t base = (uintptr_t)r->base;
 	bool placed = false;
 	for (size_t i = 0; i < n; i++) {
 		struct vr_region *o = atomic_load(&old->e[i].r);
@@ -177,7 +210,8 @@ void vr_registry_atfork_parent(void)
 
 void vr_registry_atfork_child(void)
 {
-	/* the child has none of the parent's mappings (MADV_DONTFORK) */
+	/* the child has none of the parent's mappings (MADV_DONTFORK), and
+	 * its adopted spans belong to inherited regions, never looked up */
 	free(atomic_load(&current));
 	atomic_store(&current, NULL);
 	for (int s = 0; s < NSHARDS; s++) {

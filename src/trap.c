@@ -1,15 +1,24 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * trap.c - how discarded pages are made to fault
+ * trap.c - how discarded pages are made to fault: the trap backends
  *
- * Two backends behind arm/disarm of a page-aligned span:
+ * A backend is a struct vr_trap_ops (private.h): arm/disarm of a
+ * page-aligned span, whether arming also frees private anonymous pages,
+ * and optional per-region hooks.  Two backends today:
  *   guard     madvise(MADV_GUARD_INSTALL / MADV_GUARD_REMOVE): page-table
  *             markers, no VMA split, SIGSEGV with SEGV_MAPERR on touch.
- *             Needs a kernel that supports them on shared memfd mappings.
- *   mprotect  PROT_NONE / PROT_READ|PROT_WRITE: works everywhere, splits
+ *             Installing a marker on private anonymous memory also frees
+ *             the page (one call discards and traps).  Needs a kernel that
+ *             supports markers on shared memfd mappings.
+ *   mprotect  PROT_NONE / the region's protection (read/write, or rwx for
+ *             an adopted span that had it): works everywhere, splits
  *             VMAs (vm.max_map_count), SIGSEGV with SEGV_ACCERR.
- * The backend is chosen once per process by a probe on a scratch memfd
- * (or forced by VRANGE_TRAP) and never changes afterwards.
+ * A third one (userfaultfd, issue 15) is one more entry in backends[]:
+ * callers only ever go through vr_trap_arm/disarm/attach/detach.
+ *
+ * The backend is chosen once per process (under vr_global_lock, at the
+ * first vr_ctx_new) by a probe, or forced by VRANGE_TRAP, and never
+ * changes afterwards; readers load the pointer with acquire.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,21 +38,11 @@
 #define MADV_GUARD_REMOVE 103
 #endif
 
-static _Atomic int backend = VR_TRAP_NONE;
-
-int vr_trap_current(void)
-{
-	return atomic_load_explicit(&backend, memory_order_acquire);
-}
-
-_export_ int vr_trap_backend(void)
-{
-	return vr_trap_current();
-}
+/* ---- guard markers ---- */
 
 /* Guard markers must survive a hole punch and make the kernel's own
  * accesses fail with EFAULT: check both on a scratch memfd. */
-static bool probe_guard(void)
+static bool guard_probe(void)
 {
 	size_t pg = (size_t)1 << vr_page_shift();
 	bool ok = false;
@@ -72,48 +71,130 @@ out:
 	return ok;
 }
 
-int vr_trap_init(void)
+static int guard_arm(struct vr_region *r, void *addr, size_t len)
 {
-	if (vr_trap_current() != VR_TRAP_NONE)
-		return 0;
-	int b = VR_TRAP_MPROTECT;
-	const char *env = secure_getenv("VRANGE_TRAP");
-	if (env && strcmp(env, "mprotect") == 0)
-		b = VR_TRAP_MPROTECT;
-	else if (env && strcmp(env, "guard") == 0)
-		b = probe_guard() ? VR_TRAP_GUARD : -1;
-	else
-		b = probe_guard() ? VR_TRAP_GUARD : VR_TRAP_MPROTECT;
-	if (b < 0) {
-		vr_dbg("VRANGE_TRAP=guard but guard markers do not work here");
-		return -EOPNOTSUPP;
-	}
-	atomic_store_explicit(&backend, b, memory_order_release);
-	vr_dbg("trap backend: %s", b == VR_TRAP_GUARD ? "guard" : "mprotect");
-	return 0;
+	(void)r;
+	return vr_madvise(addr, len, MADV_GUARD_INSTALL) < 0 ? -errno : 0;
 }
 
-int vr_trap_arm(void *addr, size_t len)
+static int guard_disarm(struct vr_region *r, void *addr, size_t len)
 {
-	int rc = vr_trap_current() == VR_TRAP_GUARD ? vr_madvise(addr, len, MADV_GUARD_INSTALL)
-						    : vr_mprotect(addr, len, PROT_NONE);
-	return rc < 0 ? -errno : 0;
+	(void)r;
+	return vr_madvise(addr, len, MADV_GUARD_REMOVE) < 0 ? -errno : 0;
 }
 
-int vr_trap_disarm(void *addr, size_t len)
-{
-	int rc = vr_trap_current() == VR_TRAP_GUARD
-			 ? vr_madvise(addr, len, MADV_GUARD_REMOVE)
-			 : vr_mprotect(addr, len, PROT_READ | PROT_WRITE);
-	return rc < 0 ? -errno : 0;
-}
+/* ---- mprotect ---- */
 
-int vr_trap_arm_prot(void *addr, size_t len)
+static int mprotect_arm(struct vr_region *r, void *addr, size_t len)
 {
+	(void)r;
 	return vr_mprotect(addr, len, PROT_NONE) < 0 ? -errno : 0;
 }
 
-int vr_trap_disarm_prot(void *addr, size_t len)
+/* back to what the region's memory had (an adopted span may be rwx) */
+static int mprotect_disarm(struct vr_region *r, void *addr, size_t len)
 {
-	return vr_mprotect(addr, len, PROT_READ | PROT_WRITE) < 0 ? -errno : 0;
+	return vr_mprotect(addr, len, r->prot) < 0 ? -errno : 0;
+}
+
+/* in the order the automatic choice tries them */
+static const struct vr_trap_ops backends[] = {
+	{
+		.id = VR_TRAP_GUARD,
+		.name = "guard",
+		.probe = guard_probe,
+		.arm = guard_arm,
+		.disarm = guard_disarm,
+		.frees_private = true,
+	},
+	{
+		.id = VR_TRAP_MPROTECT,
+		.name = "mprotect",
+		.arm = mprotect_arm,
+		.disarm = mprotect_disarm,
+	},
+};
+
+static _Atomic(const struct vr_trap_ops *) backend;
+
+const struct vr_trap_ops *vr_trap_ops(void)
+{
+	return atomic_load_explicit(&backend, memory_order_acquire);
+}
+
+int vr_trap_current(void)
+{
+	const struct vr_trap_ops *t = vr_trap_ops();
+	return t ? t->id : VR_TRAP_NONE;
+}
+
+_export_ int vr_trap_backend(void)
+{
+	return vr_trap_current();
+}
+
+static bool works(const struct vr_trap_ops *t)
+{
+	return !t->probe || t->probe();
+}
+
+/* called with vr_global_lock held */
+int vr_trap_init(void)
+{
+	if (vr_trap_ops())
+		return 0;
+	const struct vr_trap_ops *b = NULL;
+	const char *env = secure_getenv("VRANGE_TRAP");
+	for (size_t i = 0; env && i < VR_ARRAY_SIZE(backends); i++) {
+		if (strcmp(env, backends[i].name) != 0)
+			continue;
+		if (!works(&backends[i])) {
+			vr_dbg("VRANGE_TRAP=%s but that backend does not work here", env);
+			return -EOPNOTSUPP;
+		}
+		b = &backends[i];
+	}
+	for (size_t i = 0; !b && i < VR_ARRAY_SIZE(backends); i++)
+		if (works(&backends[i]))
+			b = &backends[i];
+	if (!b)
+		return -EOPNOTSUPP;
+	atomic_store_explicit(&backend, b, memory_order_release);
+	vr_dbg("trap backend: %s", b->name);
+	return 0;
+}
+
+int vr_trap_arm(struct vr_region *r, void *addr, size_t len)
+{
+	return vr_trap_ops()->arm(r, addr, len);
+}
+
+int vr_trap_disarm(struct vr_region *r, void *addr, size_t len)
+{
+	return vr_trap_ops()->disarm(r, addr, len);
+}
+
+int vr_trap_attach(struct vr_region *r)
+{
+	const struct vr_trap_ops *t = vr_trap_ops();
+	return t->attach ? t->attach(r) : 0;
+}
+
+void vr_trap_detach(struct vr_region *r, bool inherited)
+{
+	const struct vr_trap_ops *t = vr_trap_ops();
+	if (t->detach)
+		t->detach(r, inherited);
+}
+
+/* mprotect whatever the backend: purge.c traps large ranges this way under
+ * the guard backend (guard markers would allocate page tables) */
+int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len)
+{
+	return mprotect_arm(r, addr, len);
+}
+
+int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len)
+{
+	return mprotect_disarm(r, addr, len);
 }

@@ -37,6 +37,13 @@
 static size_t P;
 static bool in_scenario;
 
+/* which kinds of region a run creates (bits of enum kind) */
+enum kind { K_MEMFD, K_FROM_FD, K_ANON, K_ADOPTED, NKINDS };
+static const char *const kind_name[NKINDS] = { "memfd", "from fd", "anon", "adopted" };
+#define KINDS_MEMFD ((1u << K_MEMFD) | (1u << K_FROM_FD))
+#define KINDS_ANON ((1u << K_ANON) | (1u << K_ADOPTED))
+static unsigned kinds = KINDS_MEMFD;
+
 struct mr {
 	size_t s, e;
 	uint64_t age;
@@ -46,7 +53,10 @@ struct mr {
 struct mreg {
 	struct vr_region *r;
 	uint8_t *base;
-	const uint8_t *alias; /* a second, trap-free mapping of the memfd (S17) */
+	const uint8_t *alias; /* a second, trap-free mapping of the memfd (S17);
+				 NULL for anonymous memory */
+	uint8_t *adopted;     /* the caller's mapping of an adopted region */
+	enum kind kind;
 	size_t size, npages;
 	struct mr *g;
 	int n, cap;
@@ -308,17 +318,25 @@ static void check_content(void)
 		discarded(R, d);
 		for (size_t p = 0; p < R->npages; p++) {
 			if (d[p]) {
-				/* punched: other mappings read zeros (S17) */
+				/* punched: other mappings read zeros (S17); anonymous
+				 * memory: trapped and no longer in this process */
 				size_t e = (p + 1) * P < R->size ? (p + 1) * P : R->size;
-				MM(vt_all_zero(R->alias + p * P, e - p * P),
-				   "region %d page %zu is discarded in the model but its data is "
-				   "still in the memfd",
-				   k, p);
+				if (R->alias)
+					MM(vt_all_zero(R->alias + p * P, e - p * P),
+					   "region %d page %zu is discarded in the model but its "
+					   "data is still in the memfd",
+					   k, p);
+				else
+					MM(!readable(R->base + p * P, P) &&
+						   vt_pages_present(R->base + p * P, P) == 0,
+					   "region %d page %zu is discarded in the model but is "
+					   "readable or present",
+					   k, p);
 				continue;
 			}
 			size_t e = (p + 1) * P < R->size ? (p + 1) * P : R->size;
 			check_bytes(k, p * P, e, "readable page");
-			MM(memcmp(R->alias + p * P, R->shadow + p * P, e - p * P) == 0,
+			MM(!R->alias || memcmp(R->alias + p * P, R->shadow + p * P, e - p * P) == 0,
 			   "region %d page %zu: the second mapping differs", k, p);
 		}
 	}
@@ -434,8 +452,15 @@ static void region_create(int k)
 	free(R->shadow);
 	R->shadow = calloc(1, size);
 	assert_non_null(R->shadow);
-	bool from_fd = vt_below(&rng, 3) == 0;
-	if (from_fd) {
+	enum kind kd;
+	do
+		kd = (enum kind)vt_below(&rng, NKINDS);
+	while (!(kinds & (1u << kd)));
+	if (kd == K_MEMFD && vt_below(&rng, 2))
+		kd = (kinds & (1u << K_FROM_FD)) ? K_FROM_FD : K_MEMFD;
+	R->adopted = NULL;
+	R->alias = NULL;
+	if (kd == K_FROM_FD) {
 		/* an existing memfd with data: fresh, non-volatile state (S17) */
 		int fd = memfd_create("vt-model-fd", MFD_CLOEXEC);
 		assert_true(fd >= 0);
@@ -445,18 +470,56 @@ static void region_create(int k)
 		MM(vr_region_from_fd(M.c, fd, 0, &R->r) == 0, "vr_region_from_fd(%zu) failed",
 		   size);
 		close(fd);
+	} else if (kd == K_ADOPTED) {
+		/* the caller's memory with data, a whole number of pages */
+		size = np * P;
+		free(R->shadow);
+		R->shadow = calloc(1, size);
+		assert_non_null(R->shadow);
+		R->adopted = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				  -1, 0);
+		assert_true(R->adopted != MAP_FAILED);
+		vt_fill(R->shadow, 0, size, (uint64_t)M.op * 131 + 7);
+		memcpy(R->adopted, R->shadow, size);
+		MM(vr_region_adopt(M.c, R->adopted, size, 0, &R->r) == 0,
+		   "vr_region_adopt(%zu) failed", size);
 	} else {
-		MM(vr_region_new(M.c, "vt-model", size, 0, &R->r) == 0, "vr_region_new(%zu) failed",
-		   size);
+		unsigned fl = kd == K_ANON ? VR_REGION_ANON : 0;
+		MM(vr_region_new(M.c, "vt-model", size, fl, &R->r) == 0,
+		   "vr_region_new(%zu, %#x) failed", size, fl);
 	}
+	R->kind = kd;
 	R->base = vr_region_base(R->r);
 	R->size = size;
 	R->npages = (size + P - 1) / P;
 	R->n = 0;
-	void *al = mmap(NULL, R->npages * P, PROT_READ, MAP_SHARED, vr_region_fd(R->r), 0);
-	assert_true(al != MAP_FAILED);
-	R->alias = al;
-	logop("create region %d size %zu%s", k, size, from_fd ? " from fd" : "");
+	if (kd == K_MEMFD || kd == K_FROM_FD) {
+		void *al = mmap(NULL, R->npages * P, PROT_READ, MAP_SHARED, vr_region_fd(R->r), 0);
+		assert_true(al != MAP_FAILED);
+		R->alias = al;
+	} else {
+		MM(vr_region_fd(R->r) == -EBADF, "vr_region_fd of anonymous memory");
+	}
+	logop("create region %d size %zu (%s)", k, size, kind_name[kd]);
+}
+
+/* the caller's memory outlives its adopted region: mapped, readable,
+ * writable, discarded pages reading 0, other bytes as they were (S26) */
+static void adopted_gone(struct mreg *R)
+{
+	uint8_t d[MAXPG];
+	discarded(R, d);
+	for (size_t p = 0; p < R->npages; p++) {
+		MM(readable(R->adopted + p * P, P),
+		   "page %zu of a destroyed adopted region is not accessible", p);
+		if (d[p])
+			memset(R->shadow + p * P, 0, P);
+	}
+	MM(memcmp(R->adopted, R->shadow, R->size) == 0,
+	   "a destroyed adopted region's memory differs from the model");
+	memset(R->adopted, 0xa5, R->size);
+	munmap(R->adopted, R->size);
+	R->adopted = NULL;
 }
 
 static void region_destroy(int k)
@@ -464,7 +527,11 @@ static void region_destroy(int k)
 	struct mreg *R = &M.reg[k];
 	logop("destroy region %d", k);
 	vr_region_destroy(R->r);
-	munmap((void *)R->alias, R->npages * P);
+	if (R->alias)
+		munmap((void *)R->alias, R->npages * P);
+	if (R->adopted)
+		adopted_gone(R);
+	R->alias = NULL;
 	R->r = NULL;
 	R->n = 0;
 }
@@ -892,8 +959,10 @@ static void run_seed(uint64_t seed, long ops)
 	   "the run exercised too little");
 	vr_ctx_destroy(M.c);
 	for (int k = 0; k < NREG; k++) {
-		if (M.reg[k].r)
+		if (M.reg[k].r && M.reg[k].alias)
 			munmap((void *)M.reg[k].alias, M.reg[k].npages * P);
+		if (M.reg[k].r && M.reg[k].adopted)
+			adopted_gone(&M.reg[k]);
 		free(M.reg[k].g);
 		free(M.reg[k].shadow);
 	}
@@ -913,10 +982,21 @@ static void test_model_default_backend(void **state)
 	run_seeds("test-model", 6, 6000);
 }
 
+/* the same model over anonymous memory: VR_REGION_ANON and adopted */
+static void test_model_anon(void **state)
+{
+	(void)state;
+	kinds = KINDS_ANON;
+	run_seeds("test-model (anonymous)", 4, 6000);
+	kinds = KINDS_MEMFD;
+}
+
+/* every kind of region in one ctx */
 static void scenario_mprotect(void)
 {
 	in_scenario = true;
-	run_seeds("test-model (VRANGE_TRAP=mprotect)", 3, 6000);
+	kinds = KINDS_MEMFD | KINDS_ANON;
+	run_seeds("test-model (VRANGE_TRAP=mprotect, all kinds)", 4, 6000);
 	CK_EQ(vr_trap_backend(), VR_TRAP_MPROTECT);
 }
 
@@ -938,6 +1018,7 @@ int main(int argc, char **argv)
 		return rc;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model_default_backend),
+		cmocka_unit_test(test_model_anon),
 		cmocka_unit_test(test_model_mprotect_backend),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

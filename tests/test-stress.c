@@ -460,7 +460,9 @@ static void run(bool one_region)
 	for (size_t ri = 0; ri < nregions; ri++) {
 		struct vr_region *r;
 		size_t sz = one_region ? 512 * P + 77 : 48 * P + vt_below(&rng, 16 * P) + 1;
-		CK_EQ(vr_region_new(ctx, "vt-stress", sz, 0, &r), 0);
+		/* own regions: every other one is anonymous memory (S26) */
+		unsigned fl = !one_region && (ri & 1) ? VR_REGION_ANON : 0;
+		CK_EQ(vr_region_new(ctx, "vt-stress", sz, fl, &r), 0);
 		all[ri] = calloc(MAXCH, sizeof(struct chunk));
 		CK(all[ri]);
 		nall[ri] = make_chunks(&rng, r, all[ri], MAXCH);

@@ -424,7 +424,10 @@ static void sc_app_eats(void)
 	CK(v1 >= maxmap - APP_TARGET_FREE - 16, "(the application could not eat the budget)");
 
 	struct vr_region *r;
-	CK_EQ(vr_region_new(ctx, "vt-vma-eat", EAT_REGION_PAGES * P, 0, &r), 0);
+	/* VT_ANON=1: a VR_REGION_ANON region, whose mprotect traps cost VMAs
+	 * the same way (kind.c) */
+	unsigned fl = getenv("VT_ANON") ? VR_REGION_ANON : 0;
+	CK_EQ(vr_region_new(ctx, "vt-vma-eat", EAT_REGION_PAGES * P, fl, &r), 0);
 	uint8_t *b = vr_region_base(r);
 	for (size_t pg = 0; pg < EAT_REGION_PAGES; pg++)
 		stamp(b, pg, GEN_REGION);
@@ -614,11 +617,14 @@ static const struct vt_scenario scenarios[] = {
 	{ "app_eats", sc_app_eats },
 };
 
-static void run_scenario(const char *name, const char *trap)
+static void run_scenario(const char *name, const char *trap, bool anon)
 {
 	setenv("VRANGE_TRAP", trap, 1);
+	if (anon)
+		setenv("VT_ANON", "1", 1);
 	int st = vt_run_scenario(name);
 	unsetenv("VRANGE_TRAP");
+	unsetenv("VT_ANON");
 	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 77)
 		skip();
 	vt_assert_exit_ok(st);
@@ -628,7 +634,7 @@ static void run_scenario(const char *name, const char *trap)
 	static void test_##sc##_##trap(void **state)                                               \
 	{                                                                                          \
 		(void)state;                                                                       \
-		run_scenario(#sc, #trap);                                                          \
+		run_scenario(#sc, #trap, false);                                                   \
 	}
 VMA_TEST(alt_each, guard)
 VMA_TEST(alt_each, mprotect)
@@ -636,6 +642,13 @@ VMA_TEST(alt_all, guard)
 VMA_TEST(alt_all, mprotect)
 VMA_TEST(app_eats, guard)
 VMA_TEST(app_eats, mprotect)
+
+/* the same budget on anonymous memory */
+static void test_app_eats_anon_mprotect(void **state)
+{
+	(void)state;
+	run_scenario("app_eats", "mprotect", true);
+}
 
 int main(int argc, char **argv)
 {
@@ -647,6 +660,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_alt_each_guard),   cmocka_unit_test(test_alt_each_mprotect),
 		cmocka_unit_test(test_alt_all_guard),    cmocka_unit_test(test_alt_all_mprotect),
 		cmocka_unit_test(test_app_eats_guard),   cmocka_unit_test(test_app_eats_mprotect),
+		cmocka_unit_test(test_app_eats_anon_mprotect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

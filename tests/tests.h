@@ -244,6 +244,49 @@ static inline int vt_run_scenario(const char *name)
 	return st;
 }
 
+/* pages of [p, p + len) present in this process's page tables
+ * (/proc/self/pagemap bit 63: a freed page or a guard marker is not), or
+ * -1 if pagemap cannot be read */
+static inline long vt_pages_present(const void *p, size_t len)
+{
+	size_t pg = vt_pg();
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	long n = 0;
+	for (size_t off = 0; off < len; off += pg) {
+		uint64_t e = 0;
+		off_t at = (off_t)(((uintptr_t)p + off) / pg * sizeof(e));
+		if (pread(fd, &e, sizeof(e), at) != (ssize_t)sizeof(e)) {
+			n = -1;
+			break;
+		}
+		n += (long)((e >> 63) & 1);
+	}
+	close(fd);
+	return n;
+}
+
+/* raw wait status of the scenario with VRANGE_TRAP=trap and, if given,
+ * the variable var set to 1; exit 77 (the scenario's "not supported
+ * here") is reported on stdout and returned as -77 */
+static inline int vt_run_scenario_trap(const char *name, const char *trap, const char *var)
+{
+	setenv("VRANGE_TRAP", trap, 1);
+	if (var)
+		setenv(var, "1", 1);
+	int st = vt_run_scenario(name);
+	unsetenv("VRANGE_TRAP");
+	if (var)
+		unsetenv(var);
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		printf("[  SKIP    ] scenario %s with VRANGE_TRAP=%s: not supported here\n", name,
+		       trap);
+		return -77;
+	}
+	return st;
+}
+
 #define vt_assert_exit_ok(st)                                                                      \
 	do {                                                                                       \
 		int vt_st_ = (st);                                                                 \

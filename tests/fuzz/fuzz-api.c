@@ -8,7 +8,10 @@
  * read without trapping) the memory content must equal the model's.
  * Operations: mark, unmark (+ content check of the interval), status,
  * purge(n), pressure, limit, write, read, touch a discarded page expecting
- * the fault handler, destroy/recreate a region.
+ * the fault handler, destroy/recreate a region.  Regions are memfds, or
+ * (bit 0x80 of the creating byte) anonymous memory: VR_REGION_ANON, or a
+ * span of the program's own mapping adopted with vr_region_adopt, whose
+ * memory is checked after destroy (mapped, discarded pages reading 0).
  *
  * Built three ways: with -fsanitize=fuzzer (meson -Dfuzz=true), and as a
  * plain program that replays files given on the command line (the corpus
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <vrange.h>
@@ -33,6 +37,7 @@ static struct vr_ctx *ctx;
 static struct vr_region *R[NREG];
 static struct vm M;
 static uint64_t wgen, model_faults;
+static uint8_t *adopted[NREG]; /* the program's mapping of an adopted region */
 
 struct in {
 	const uint8_t *p;
@@ -108,8 +113,8 @@ static void check_content(int i, size_t a, size_t b, const char *what)
 	const uint8_t *base = vr_region_base(R[i]);
 	for (size_t k = a; k < b; k++)
 		if (base[k] != M.reg[i].expect[k]) {
-			fprintf(stderr, "MODEL MISMATCH: %s: region %d byte %zu = %u, model %u\n", what, i,
-				k, base[k], M.reg[i].expect[k]);
+			fprintf(stderr, "MODEL MISMATCH: %s: region %d byte %zu = %u, model %u\n",
+				what, i, k, base[k], M.reg[i].expect[k]);
 			abort();
 		}
 }
@@ -132,10 +137,32 @@ static void region_create(int i, unsigned sel)
 {
 	size_t pages = sel % MAXPAGES + 1;
 	size_t size = pages * P - ((sel & 0x40) ? (sel * 13) % (P - 1) : 0);
-	if (vr_region_new(ctx, "fuzz", size, 0, &R[i]) != 0)
+	if ((sel & 0xe0) == 0xa0) {
+		size = pages * P;
+		adopted[i] = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				  -1, 0);
+		if (adopted[i] == MAP_FAILED || vr_region_adopt(ctx, adopted[i], size, 0, &R[i]))
+			abort();
+	} else if (vr_region_new(ctx, "fuzz", size, (sel & 0x80) ? VR_REGION_ANON : 0, &R[i]) != 0)
 		abort();
 	vr_region_set_fault_handler(R[i], on_fault, NULL);
 	vm_region_new(&M, i, size);
+}
+
+/* after destroy, an adopted region's memory is the program's again:
+ * discarded pages read 0, the others what they held */
+static void adopted_gone(int i)
+{
+	if (!adopted[i])
+		return;
+	for (size_t k = 0; k < M.reg[i].size; k++) {
+		uint8_t want = M.reg[i].discarded[k / P] ? 0 : M.reg[i].expect[k];
+		if (adopted[i][k] != want)
+			die("destroyed adopted region's memory", adopted[i][k], want);
+	}
+	memset(adopted[i], 0x5a, M.reg[i].size);
+	munmap(adopted[i], M.reg[i].size);
+	adopted[i] = NULL;
 }
 
 static void one_op(struct in *in)
@@ -172,7 +199,8 @@ static void one_op(struct in *in)
 		uint64_t want = 0;
 		if (l) {
 			M.events++;
-			want = l == 2 ? vm_purge(&M, true, UINT64_MAX) : vm_purge(&M, false, vm_bytes(&M, false) / 2);
+			want = l == 2 ? vm_purge(&M, true, UINT64_MAX)
+				      : vm_purge(&M, false, vm_bytes(&M, false) / 2);
 		}
 		EQ("pressure", vr_ctx_notify_pressure(ctx, (enum vr_pressure)l), want);
 		break;
@@ -223,6 +251,7 @@ static void one_op(struct in *in)
 	case 11:
 		vr_region_destroy(R[i]);
 		R[i] = NULL;
+		adopted_gone(i);
 		vm_region_destroy(&M, i);
 		break;
 	}
@@ -247,11 +276,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < NREG; i++) {
 		if (!R[i])
 			continue;
-		EQ("final unmark", vr_unmark(R[i], 0, M.reg[i].size), vm_unmark(&M, i, 0, M.reg[i].size));
+		EQ("final unmark", vr_unmark(R[i], 0, M.reg[i].size),
+		   vm_unmark(&M, i, 0, M.reg[i].size));
 		check_content(i, 0, M.reg[i].size, "final");
 	}
 	check_stats();
 	vr_ctx_destroy(ctx);
+	for (int i = 0; i < NREG; i++)
+		if (R[i])
+			adopted_gone(i);
 	vm_fini(&M);
 	return 0;
 }
