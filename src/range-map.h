@@ -28,11 +28,15 @@
  *   - a small binary heap (by age) for the pieces vr_unmark cuts out of
  *     the middle of a range: they keep the old age (S8), so they cannot be
  *     appended in order.  A heap entry is live iff its record is ONLRU,
- *     has lru_pos == VR_LRU_HEAP and still has the entry's age.
+ *     has lru_pos == VR_LRU_HEAP, the entry's tag in heap_tag and the
+ *     entry's age.
  * vr_lru_peek() returns the oldest live candidate of a purge generation,
  * vr_lru_pop() steps past it (a skipped range keeps its place for later
  * generations).  Memory stays bounded: the log is compacted when more than
- * a third of it is stale, the heap when it is full.
+ * a fifth of it is stale, the heap when it is full.  The log compaction is
+ * one pass, inside the vr_map_alloc() that triggers it: amortized cheap,
+ * but that one call pays O(log length) (about 175 ms at 10^7 ranges;
+ * doc/benchmarks.md).  Making it incremental is left to do.
  *
  * ALLOCATION RULE: vr_map_insert, vr_lru_append and vr_lru_insert_after
  * never fail; they use a reserve (tree nodes for a full split path, one log
