@@ -141,5 +141,6 @@ int run_purge(const char *style); /* NULL, or "anon" */
 int run_fault(const char *style); /* NULL, or "anon" */
 int run_memory(void);
 int run_cache(const char *style);
+int run_limit(const char *style);
 
 #endif

@@ -55,6 +55,13 @@ static const struct job jobs[] = {
 	{ "cache", "cache", NULL, "vr-lazy" },
 	{ "cache", "cache", NULL, "heap-lru" },
 	{ "cache", "cache", NULL, "canary" },
+	{ "limit", "limit", NULL, "vr-default" },
+	{ "limit", "limit", NULL, "vr-app-budget" },
+	{ "limit", "limit", NULL, "canary" },
+	{ "limit", "limit", NULL, "droppable" },
+	{ "limit", "limit", NULL, "heap-lru" },
+	{ "limit", "limit", NULL, "malloc" },
+	{ "limit", "limit", NULL, "vr-spike" },
 };
 /* clang-format on */
 #define NJOBS (sizeof(jobs) / sizeof(jobs[0]))
@@ -649,6 +656,8 @@ static int child_main(const char *name, const char *style)
 		return run_memory();
 	if (!strcmp(name, "cache"))
 		return run_cache(style);
+	if (!strcmp(name, "limit"))
+		return run_limit(style);
 	die("unknown child %s", name);
 }
 

@@ -27,7 +27,7 @@
  *   - Calls on different regions do not serialize on a shared lock in the
  *     intact case; calls on one region serialize on that region's lock.
  *   - The purge engine (vr_ctx_purge, vr_ctx_set_limit, pressure, the
- *     monitor thread and the S10 limit check in vr_mark) runs one purge per
+ *     monitor thread and the S10/S34 limit check in vr_mark) runs one purge per
  *     ctx at a time and holds one region lock at a time, for one range.
  *   - vr_region_destroy / vr_ctx_destroy must not race with other calls on
  *     the same handle, nor with accesses to the region's memory.
@@ -73,8 +73,13 @@
  * Environment
  *   VRANGE_DEBUG=1        log purges, pressure events, sources, skips and
  *                         fatal faults to stderr
- *   VRANGE_MONITOR=off|psi|cgroup2|cgroup1|meminfo
- *                         force the monitor's pressure source
+ *   VRANGE_MONITOR=off|psi|cgroup2|cgroup1|meminfo|limit
+ *                         force the monitor's pressure source (limit:
+ *                         the limit watcher alone; off: no source at all)
+ *   VRANGE_MEMORY_LIMIT=BYTES|off
+ *                         since 0.2 (S34): use BYTES (k, m, g suffixes) as
+ *                         the process's memory limit instead of the one
+ *                         detected from its cgroups, or watch none
  *   VRANGE_CGROUP_DIR=DIR use DIR as the process's cgroup v2 directory
  *   VRANGE_TRAP=guard|mprotect
  *                         force the trap backend
@@ -130,6 +135,11 @@ enum vr_stat {
 	VR_STAT_FAULTS,          /* cumulative faults on purged ranges handled     */
 	VR_STAT_PRESSURE_EVENTS, /* cumulative pressure signals acted on           */
 	VR_STAT_SKIPPED,         /* cumulative purges skipped (trap not armable)   */
+	/* Since 0.2 (S34): the memory-limit watcher */
+	VR_STAT_LIMIT_EVENTS,     /* cumulative limit-threshold crossings purged for */
+	VR_STAT_LIMIT_PURGES,     /* cumulative ranges purged by those crossings     */
+	VR_STAT_BUDGET,           /* the budget vr_mark keeps to now, 0 = none       */
+	VR_STAT_LIMIT_LATENCY_NS, /* longest crossing seen -> first range purged     */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -228,14 +238,19 @@ enum vr_monitor_source {
 	VR_MONITOR_PSI = 2,     /* system PSI trigger on /proc/pressure/memory */
 	VR_MONITOR_CGROUP1 = 3, /* cgroup v1 memory.pressure_level              */
 	VR_MONITOR_MEMINFO = 4, /* polling /proc/meminfo MemAvailable           */
+	VR_MONITOR_LIMIT = 5,   /* Since 0.2: the memory-limit watcher (S34)    */
 };
 
 /**
  * vr_ctx_monitor_source - which pressure source the monitor uses
  * @ctx: the context
  *
+ * The pressure source is one of cgroup2, psi, cgroup1, meminfo; the
+ * limit watcher runs beside it and is reported by
+ * vr_ctx_monitor_sources(), never here.
+ *
  * Returns: a vr_monitor_source value (VR_MONITOR_NONE for NULL, for
- * VR_CTX_NO_MONITOR, or when no source works).
+ * VR_CTX_NO_MONITOR, or when no pressure source works).
  * Since: 0.1
  * Context: lock-free.
  */
@@ -245,11 +260,60 @@ int vr_ctx_monitor_source(struct vr_ctx *ctx);
  * vr_monitor_source_name - printable name of a vr_monitor_source value
  * @source: the value
  *
- * Returns: "none", "cgroup2", "psi", "cgroup1", "meminfo" or "unknown".
+ * Returns: "none", "cgroup2", "psi", "cgroup1", "meminfo", "limit" (since
+ * 0.2) or "unknown".
  * Since: 0.1
  * Context: pure.
  */
 const char *vr_monitor_source_name(int source);
+
+/**
+ * vr_ctx_monitor_sources - every source the monitor runs
+ * @ctx: the context
+ *
+ * The monitor runs a set of sources together: the pressure source of
+ * vr_ctx_monitor_source() and, when the process has a memory limit, the
+ * limit watcher (S34).  Bit (1u << VR_MONITOR_X) is set for each source
+ * running now; a source that is lost clears its bit.
+ *
+ * Returns: the bitmask; 0 for NULL, VR_CTX_NO_MONITOR, or no source.
+ * Since: 0.2
+ * Context: lock-free.
+ */
+unsigned vr_ctx_monitor_sources(struct vr_ctx *ctx);
+
+/**
+ * vr_ctx_memory_limit - the memory limit the monitor keeps the ctx under
+ * @ctx: the context
+ *
+ * S34. When the process runs under a memory limit (cgroup v1
+ * memory.limit_in_bytes, or cgroup v2 memory.max or memory.high, of its
+ * own cgroup or of an ancestor: the smallest applies), a ctx with a
+ * monitor keeps that limit from being reached because of its unpurged
+ * volatile bytes: when usage crosses a threshold below the limit it
+ * purges, in S8 order, until usage is back under a target below that
+ * threshold (never everything at once for a limit event), and whenever
+ * vr_mark returns, the ctx's unpurged volatile bytes are within a budget
+ * derived from the remaining headroom (as S10, with no system call on the
+ * intact path), or nothing purgeable is left.  A limit set with
+ * vr_ctx_set_limit() applies as well; the smaller wins.
+ * VRANGE_MEMORY_LIMIT=BYTES|off overrides the detected limit.  The limit
+ * watcher runs together with the other pressure sources, not instead of
+ * them.
+ *
+ * Lines drawn under the limit L: a crossing of L - L/32 purges down to
+ * 3/4 L; the budget (VR_STAT_BUDGET) keeps the cgroup's usage under
+ * L - L/16: it is that line minus everything the cgroup holds that is not
+ * this ctx's unpurged volatile bytes, as the monitor last measured it.
+ * Several ctxs and processes in one cgroup share the headroom first come,
+ * first served (doc/monitor.md).  The limit is re-read once a second.
+ *
+ * Returns: the limit in bytes, or 0 (NULL ctx, no monitor, no limit,
+ * VRANGE_MEMORY_LIMIT=off, VRANGE_MONITOR=off).
+ * Since: 0.2
+ * Context: lock-free.
+ */
+uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
 
 /* ---------------------------------------------------------------------- */
 /* regions                                                                 */
@@ -419,7 +483,9 @@ struct vr_region *vr_region_of(const void *addr);
  * then absorbs adjacent ranges of the same purged state.  If the result is
  * purged, its whole pages are discarded at once.  A mark wholly inside one
  * existing range changes nothing.  The ctx byte limit is enforced before
- * returning.
+ * returning: the smaller of vr_ctx_set_limit() and, since 0.2, the budget
+ * the monitor derives from the process's memory limit (S34,
+ * vr_ctx_memory_limit()), purging the oldest ranges in this thread.
  *
  * Returns: VR_PURGED if any byte of the interval lies in a purged range
  * when the call returns, else VR_INTACT; -EINVAL for bad arguments

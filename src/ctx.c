@@ -163,6 +163,14 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return atomic_load(&c->pressure_events);
 	case VR_STAT_SKIPPED:
 		return atomic_load(&c->skipped);
+	case VR_STAT_LIMIT_EVENTS:
+		return atomic_load(&c->limit_events);
+	case VR_STAT_LIMIT_PURGES:
+		return atomic_load(&c->limit_purges);
+	case VR_STAT_BUDGET:
+		return atomic_load(&c->budget);
+	case VR_STAT_LIMIT_LATENCY_NS:
+		return atomic_load(&c->limit_latency_ns);
 	}
 	return 0;
 }
@@ -172,9 +180,21 @@ _export_ int vr_ctx_monitor_source(struct vr_ctx *c)
 	return live(c) ? atomic_load(&c->monitor_source) : VR_MONITOR_NONE;
 }
 
+_export_ unsigned vr_ctx_monitor_sources(struct vr_ctx *c)
+{
+	return live(c) ? atomic_load(&c->monitor_sources) : 0;
+}
+
+_export_ uint64_t vr_ctx_memory_limit(struct vr_ctx *c)
+{
+	return live(c) ? atomic_load(&c->memory_limit) : 0;
+}
+
 _export_ const char *vr_monitor_source_name(int source)
 {
-	static const char *const names[] = { "none", "cgroup2", "psi", "cgroup1", "meminfo" };
+	static const char *const names[] = {
+		"none", "cgroup2", "psi", "cgroup1", "meminfo", "limit"
+	};
 	if (source < 0 || (size_t)source >= VR_ARRAY_SIZE(names))
 		return "unknown";
 	return names[source];

@@ -105,9 +105,27 @@ struct vr_ctx {
 	_Atomic uint64_t nregions_stat;
 	_Atomic size_t limit; /* 0 = none */
 
-	struct vr_monitor *monitor; /* owned by monitor.c; NULL if none */
-	_Atomic int monitor_source; /* enum vr_monitor_source */
+	struct vr_monitor *monitor;       /* owned by monitor.c; NULL if none */
+	_Atomic int monitor_source;       /* enum vr_monitor_source: the pressure source */
+	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
+
+	/* S34, written by the monitor's limit watcher (mon-limit.c) */
+	_Atomic size_t budget;         /* 0 = none; else keep volatile bytes <= it */
+	_Atomic uint64_t memory_limit; /* the limit watched, 0 = none */
+	_Atomic uint64_t limit_events, limit_purges, limit_latency_ns;
 };
+
+/* S10 + S34: what vr_mark keeps the unpurged volatile bytes within: the
+ * smaller of the application's limit and the monitor's budget, 0 = none.
+ * Two relaxed loads, no system call. */
+static inline size_t vr_ctx_effective_limit(struct vr_ctx *c)
+{
+	size_t a = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	size_t b = atomic_load_explicit(&c->budget, memory_order_relaxed);
+	if (!a || (b && b < a))
+		return b;
+	return a;
+}
 
 struct vr_region {
 	pthread_mutex_t lock;
@@ -252,7 +270,7 @@ void vr_cb_atfork_child(void);
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
 void vr_fault_atfork_child(void);
 
-/* ---- monitor.c ---- */
+/* ---- monitor.c (and monitor.h, mon-*.c) ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread
  * creation); a missing pressure source is not an error */
 int vr_monitor_start(struct vr_ctx *ctx) _nonnull_();

@@ -282,7 +282,7 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
 		stuck = false;
 	}
-	size_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	size_t limit = vr_ctx_effective_limit(c);
 	if (limit && !stuck && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
 		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (got < 0)

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-#define NSTAT (VR_STAT_SKIPPED + 1)
+#define NSTAT (VR_STAT_LIMIT_LATENCY_NS + 1)
 #define VR_ARRAY_N(a) (sizeof(a) / sizeof((a)[0]))
 #define QMAX 64
 

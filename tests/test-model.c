@@ -32,7 +32,7 @@
 #define LOGN 48
 #define VP ((int)(VR_STATE_VOLATILE | VR_STATE_PURGED))
 #define V ((int)VR_STATE_VOLATILE)
-#define NSTAT (VR_STAT_SKIPPED + 1)
+#define NSTAT (VR_STAT_LIMIT_LATENCY_NS + 1)
 
 static size_t P;
 static bool in_scenario;

@@ -51,10 +51,13 @@ static bool wait_stat(struct vr_ctx *c, enum vr_stat which, uint64_t want)
 	return true;
 }
 
+/* the limit watcher (S34) is off unless a test turns it on: the machine
+ * running the tests may have a memory limit of its own */
 static void clear_env(void)
 {
 	unsetenv("VRANGE_MONITOR");
 	unsetenv("VRANGE_CGROUP_DIR");
+	setenv("VRANGE_MEMORY_LIMIT", "off", 1);
 }
 
 /* ---- /proc helpers ---- */
@@ -351,6 +354,89 @@ static void test_default_order(void **state)
 		assert_int_equal(got, expect);
 	assert_ctx_works(c);
 	vr_ctx_destroy(c);
+}
+
+/* VRANGE_MEMORY_LIMIT: the limit watcher runs beside the pressure
+ * source, reports the override, and is stopped by "off" and by
+ * VRANGE_MONITOR=off; VRANGE_MONITOR=limit runs it alone */
+static void test_memory_limit_env(void **state)
+{
+	(void)state;
+	clear_env();
+	const unsigned lim = 1u << VR_MONITOR_LIMIT;
+	struct vr_ctx *c;
+	assert_int_equal(vr_ctx_new(0, &c), 0);
+	int primary = vr_ctx_monitor_source(c);
+	assert_true(vr_ctx_memory_limit(c) == 0);
+	assert_false(vr_ctx_monitor_sources(c) & lim);
+	assert_true(vr_ctx_stat(c, VR_STAT_BUDGET) == 0);
+	vr_ctx_destroy(c);
+
+	/* far above anything this machine (24 GiB) can use: the budget must
+	 * not get in the way of assert_ctx_works */
+	setenv("VRANGE_MEMORY_LIMIT", "512g", 1);
+	assert_int_equal(vr_ctx_new(0, &c), 0);
+	assert_true(vr_ctx_memory_limit(c) == 512ull << 30);
+	assert_true(vr_ctx_monitor_sources(c) & lim);
+	assert_int_equal(vr_ctx_monitor_source(c), primary); /* beside, not instead */
+	if (primary != VR_MONITOR_NONE)
+		assert_true(vr_ctx_monitor_sources(c) & (1u << primary));
+	assert_true(vr_ctx_stat(c, VR_STAT_BUDGET) > 0);
+	assert_string_equal(vr_monitor_source_name(VR_MONITOR_LIMIT), "limit");
+	assert_ctx_works(c);
+	vr_ctx_destroy(c);
+
+	setenv("VRANGE_MONITOR", "limit", 1);
+	setenv("VRANGE_MEMORY_LIMIT", "64m", 1);
+	assert_int_equal(vr_ctx_new(0, &c), 0);
+	assert_true(vr_ctx_memory_limit(c) == 64u << 20);
+	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_NONE);
+	assert_int_equal(vr_ctx_monitor_sources(c), lim);
+	vr_ctx_destroy(c);
+
+	setenv("VRANGE_MONITOR", "off", 1);
+	assert_int_equal(vr_ctx_new(0, &c), 0);
+	assert_int_equal(vr_ctx_monitor_sources(c), 0);
+	assert_true(vr_ctx_memory_limit(c) == 0);
+	vr_ctx_destroy(c);
+
+	/* NO_MONITOR and NULL: nothing */
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_ctx_monitor_sources(c), 0);
+	assert_true(vr_ctx_memory_limit(c) == 0);
+	vr_ctx_destroy(c);
+	assert_int_equal(vr_ctx_monitor_sources(NULL), 0);
+	assert_true(vr_ctx_memory_limit(NULL) == 0);
+	clear_env();
+}
+
+/* a budget of nothing (a limit far under what the process already uses):
+ * vr_mark purges in the marking thread before it returns, like S10 */
+static void test_budget_enforced_by_mark(void **state)
+{
+	(void)state;
+	clear_env();
+	setenv("VRANGE_MEMORY_LIMIT", "1m", 1);
+	struct vr_ctx *c;
+	struct vr_region *r;
+	assert_int_equal(vr_ctx_new(0, &c), 0);
+	assert_true(vr_ctx_memory_limit(c) == 1u << 20);
+	assert_true(vr_ctx_stat(c, VR_STAT_BUDGET) == 1);
+	size_t pg = vt_pg();
+	assert_int_equal(vr_region_new(c, "budget", 64 * pg, 0, &r), 0);
+	uint8_t *p = vr_region_base(r);
+	memset(p, 7, 64 * pg);
+	assert_int_equal(vr_mark(r, 0, 16 * pg), VR_PURGED);
+	assert_true(vr_ctx_stat(c, VR_STAT_VOLATILE_BYTES) == 0);
+	/* non-volatile bytes are never touched */
+	for (size_t i = 16 * pg; i < 64 * pg; i++)
+		assert_int_equal(p[i], 7);
+	/* the application's limit alone would keep it: the smaller wins */
+	assert_int_equal(vr_ctx_set_limit(c, 1u << 30), 0);
+	assert_int_equal(vr_mark(r, 32 * pg, 16 * pg), VR_PURGED);
+	vr_region_destroy(r);
+	vr_ctx_destroy(c);
+	clear_env();
 }
 
 static void test_no_monitor_flag(void **state)
@@ -885,6 +971,8 @@ int main(void)
 		cmocka_unit_test(test_psi_real_trigger),
 		cmocka_unit_test(test_default_order),
 		cmocka_unit_test(test_no_monitor_flag),
+		cmocka_unit_test(test_memory_limit_env),
+		cmocka_unit_test(test_budget_enforced_by_mark),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_forced_meminfo),
 		cmocka_unit_test(test_forced_cgroup1),
