@@ -93,46 +93,92 @@ static void *grow(void *p, size_t n, size_t size)
 	return realloc(p, n * size);
 }
 
-/* drop the stale log entries, keeping the order; the purge cursor keeps
- * its place among the live ones */
-static void log_compact(struct vr_map *m)
+/*
+ * Incremental compaction.  The log's entries are in [log_head, log_hw) and
+ * [log_hc, log_tail), oldest first; [log_hw, log_hc) is a hole (empty when
+ * no pass runs).  A pass starts with the whole log as its second part and
+ * the hole at index 0, then each vr_map_alloc() examines a few entries at
+ * log_hc: a live one moves down to log_hw (its record's lru_pos follows),
+ * a stale one is dropped.  When log_hc meets the tail the hole closes.  So
+ * no call pays more than STEP entries, the order never changes, and the
+ * purge cursor (log_cur, never inside the hole) keeps its place.
+ */
+#define STEP 8
+
+static inline uint32_t log_first(const struct vr_map *m)
 {
-	uint32_t j = 0, cur = 0;
-	bool cur_set = false;
-	for (uint32_t i = m->log_head; i < m->log_tail; i++) {
-		if (i + 16 < m->log_tail)
-			__builtin_prefetch(m->log[i + 16], 1);
-		if (i == m->log_cur) {
-			cur = j;
-			cur_set = true;
+	return m->log_head < m->log_hw ? m->log_head : m->log_hc;
+}
+
+static inline uint32_t log_adv(const struct vr_map *m, uint32_t i)
+{
+	i++;
+	return i == m->log_hw ? m->log_hc : i;
+}
+
+static void cur_fix(struct vr_map *m)
+{
+	if (m->log_cur < m->log_head)
+		m->log_cur = m->log_head;
+	if (m->log_cur >= m->log_hw && m->log_cur < m->log_hc)
+		m->log_cur = m->log_hc;
+}
+
+/* drop the first entry (stale) for good */
+static void log_drop_first(struct vr_map *m)
+{
+	if (m->log_head < m->log_hw)
+		m->log_head++;
+	else if (m->log_pass)
+		m->log_hc++; /* what the pass would do with it */
+	else
+		m->log_head = m->log_hw = ++m->log_hc;
+	cur_fix(m);
+}
+
+static void log_step(struct vr_map *m, unsigned n)
+{
+	for (; n && m->log_pass; n--) {
+		uint32_t c = m->log_hc;
+		if (c + 16 < m->log_tail)
+			__builtin_prefetch(m->log[c + 16], 1);
+		if (c == m->log_tail) {
+			/* done: the hole closes at the tail */
+			m->log_tail = m->log_hc = m->log_hw;
+			m->log_pass = false;
+			if (m->log_cur > m->log_tail)
+				m->log_cur = m->log_tail;
+			return;
 		}
-		struct vr_range *r = m->log[i];
-		if (log_live(m, i)) {
-			m->log[j] = r;
-			r->lru_pos = j++;
+		struct vr_range *r = m->log[c];
+		if (log_live(m, c)) {
+			m->log[m->log_hw] = r;
+			r->lru_pos = m->log_hw;
+			if (m->log_cur == c)
+				m->log_cur = m->log_hw;
+			m->log_hw++;
 		}
+		m->log_hc++;
+		cur_fix(m);
 	}
-	m->log_cur = cur_set ? cur : j;
-	m->log_head = 0;
-	m->log_tail = j;
 }
 
 static int log_reserve(struct vr_map *m)
 {
-	uint32_t len = m->log_tail - m->log_head;
-	/* more than a fifth stale: compact (amortized over the appends that
-	 * made the stale entries); so the log holds at most 5/4 of the live
-	 * entries, and its capacity (grown by an eighth: realloc of a large
-	 * block is an mremap, no copy) about 1.4 times */
-	if (len > 64 && len - m->nlog > len / 5)
-		log_compact(m);
+	uint32_t len = (m->log_hw - m->log_head) + (m->log_tail - m->log_hc);
+	/* more than a fifth stale, or the front of the array unused: a pass
+	 * (STEP entries per call; the appends it overlaps are fewer); so the
+	 * log holds about 5/4 of the live entries, its capacity (grown by an
+	 * eighth: realloc of a large block is an mremap) about 1.5 times */
+	if (!m->log_pass && ((len > 64 && len - m->nlog > len / 5) ||
+			     (m->log_head > 64 && m->log_head >= m->log_cap / 8))) {
+		m->log_hc = m->log_head; /* hw == hc: no hole before a pass */
+		m->log_head = m->log_hw = 0;
+		m->log_pass = true;
+	}
+	log_step(m, STEP);
 	if (m->log_tail < m->log_cap)
 		return 0;
-	if (m->log_head >= m->log_cap / 8) {
-		log_compact(m);
-		if (m->log_tail < m->log_cap)
-			return 0;
-	}
 	size_t cap = m->log_cap ? (size_t)m->log_cap + m->log_cap / 8 : 64;
 	if (cap >= VR_LRU_NONE)
 		return -1;
@@ -224,12 +270,10 @@ void vr_lru_remove(struct vr_map *m, struct vr_range *r)
 uint64_t vr_lru_oldest_age(struct vr_map *m)
 {
 	uint64_t age = UINT64_MAX;
-	while (m->log_head < m->log_tail && !log_live(m, m->log_head))
-		m->log_head++;
-	if (m->log_cur < m->log_head)
-		m->log_cur = m->log_head;
-	if (m->log_head < m->log_tail)
-		age = vr_range_age(m->log[m->log_head]);
+	while (log_first(m) < m->log_tail && !log_live(m, log_first(m)))
+		log_drop_first(m);
+	if (log_first(m) < m->log_tail)
+		age = vr_range_age(m->log[log_first(m)]);
 	while (m->nheap && !heap_live(&m->heap[0]))
 		heap_pop(m);
 	if (m->nheap && m->heap[0].age < age)
@@ -244,13 +288,14 @@ struct vr_range *vr_lru_peek(struct vr_map *m, uint64_t gen)
 {
 	if (m->cursor_gen != gen) {
 		m->cursor_gen = gen;
-		m->log_cur = m->log_head;
+		m->log_cur = log_first(m);
 		unskip(m);
 	}
 	while (m->log_cur < m->log_tail && !log_live(m, m->log_cur)) {
-		if (m->log_cur == m->log_head)
-			m->log_head++;
-		m->log_cur++;
+		if (m->log_cur == log_first(m))
+			log_drop_first(m); /* moves the cursor on too */
+		else
+			m->log_cur = log_adv(m, m->log_cur);
 	}
 	while (m->nheap && !heap_live(&m->heap[0]))
 		heap_pop(m);
@@ -267,7 +312,7 @@ struct vr_range *vr_lru_peek(struct vr_map *m, uint64_t gen)
 void vr_lru_pop(struct vr_map *m)
 {
 	if (m->peek_src == SRC_LOG) {
-		m->log_cur++;
+		m->log_cur = log_adv(m, m->log_cur);
 	} else if (m->peek_src == SRC_HEAP) {
 		struct vr_lru_ent e = m->heap[0];
 		heap_pop(m);
@@ -301,7 +346,8 @@ static int check_record(const struct vr_map *m, const struct vr_range *r, size_t
 		(*inheap)++;
 		return 0;
 	}
-	if (r->lru_pos < m->log_head || r->lru_pos >= m->log_tail || m->log[r->lru_pos] != r)
+	if (r->lru_pos < m->log_head || r->lru_pos >= m->log_tail ||
+	    (r->lru_pos >= m->log_hw && r->lru_pos < m->log_hc) || m->log[r->lru_pos] != r)
 		return -1;
 	(*inlog)++;
 	return 0;
@@ -327,12 +373,16 @@ int vr_lru_check(const struct vr_map *m)
 		return -1;
 	if (inlog != m->nlog || inheap != m->nheap_live)
 		return -1;
-	if (m->log_head > m->log_tail || m->log_tail > m->log_cap)
+	if (m->log_head > m->log_hw || m->log_hw > m->log_hc || m->log_hc > m->log_tail ||
+	    m->log_tail > m->log_cap || (!m->log_pass && m->log_hw != m->log_hc))
+		return -1;
+	if (m->log_cur < m->log_head || m->log_cur > m->log_tail ||
+	    (m->log_cur >= m->log_hw && m->log_cur < m->log_hc))
 		return -1;
 	/* live log entries in age order */
 	uint64_t last = 0;
 	size_t live = 0;
-	for (uint32_t i = m->log_head; i < m->log_tail; i++) {
+	for (uint32_t i = log_first(m); i < m->log_tail; i = log_adv(m, i)) {
 		if (!log_live(m, i))
 			continue;
 		if (vr_range_age(m->log[i]) < last)

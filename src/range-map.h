@@ -33,10 +33,8 @@
  * vr_lru_peek() returns the oldest live candidate of a purge generation,
  * vr_lru_pop() steps past it (a skipped range keeps its place for later
  * generations).  Memory stays bounded: the log is compacted when more than
- * a fifth of it is stale, the heap when it is full.  The log compaction is
- * one pass, inside the vr_map_alloc() that triggers it: amortized cheap,
- * but that one call pays O(log length) (about 175 ms at 10^7 ranges;
- * doc/benchmarks.md).  Making it incremental is left to do.
+ * a fifth of it is stale (incrementally: a few entries per vr_map_alloc,
+ * see range-lru.c), the heap when it is full.
  *
  * ALLOCATION RULE: vr_map_insert, vr_lru_append and vr_lru_insert_after
  * never fail; they use a reserve (tree nodes for a full split path, one log
@@ -106,10 +104,13 @@ struct vr_map {
 	unsigned ins_i;
 	uint64_t ins_key;
 
-	/* LRU log: live entries are in [log_head, log_tail), oldest first */
+	/* LRU log: entries in [log_head, log_hw) and [log_hc, log_tail),
+	 * oldest first (the hole between: an incremental compaction pass) */
 	struct vr_range **log;
-	uint32_t log_head, log_tail, log_cap, log_cur; /* log_cur: purge cursor */
-	size_t nlog;                                   /* live log entries */
+	uint32_t log_head, log_hw, log_hc, log_tail, log_cap;
+	uint32_t log_cur; /* purge cursor */
+	bool log_pass;
+	size_t nlog; /* live log entries */
 	/* LRU heap: [0, nheap) a min-heap by age; [cap - nskip, cap) the
 	 * entries skipped by the current purge generation */
 	struct vr_lru_ent *heap;
