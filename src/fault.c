@@ -237,40 +237,24 @@ struct lookup {
 	void *arg;
 };
 
-#define LD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
-/* longer than any treap path (expected depth 2 ln n); a walk this long
- * can only be a walk through a map changing under us */
-#define MAX_STEPS 4096
-
-/* one attempt at reading the map; false if it is not worth validating */
+/* one attempt at reading the map; false if it is not worth validating.
+ * The walk itself is vr_map_lookup_racy() (its rules are in range-map.h). */
 static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
 {
-	struct vr_range *n = LD(r->map.root);
-	unsigned shift = r->map.page_shift;
-	uint64_t s = 0, e = 0;
-	for (int steps = 0; n; steps++) {
-		if (steps == MAX_STEPS)
-			return false;
-		s = LD(n->start);
-		e = LD(n->end);
-		if (off < s)
-			n = LD(n->left);
-		else if (off >= e)
-			n = LD(n->right);
-		else
-			break;
-	}
+	struct vr_range rg;
+	int found = vr_map_lookup_racy(&r->map, off, &rg);
+	if (found < 0)
+		return false;
 	*lk = (struct lookup){ .gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed) };
-	if (!n)
-		return true;
-	uint64_t flags = LD(n->age_flags), p0, p1;
-	if ((flags & VR_RANGE_PURGED) && vr_whole_pages(s, e, shift, &p0, &p1) && off >= p0 &&
+	uint64_t p0, p1;
+	if (found && (rg.age_flags & VR_RANGE_PURGED) &&
+	    vr_whole_pages(rg.start, rg.end, r->map.page_shift, &p0, &p1) && off >= p0 &&
 	    off < p1) {
 		lk->claimed = true;
-		lk->start = s;
-		lk->len = e - s;
-		lk->fn = LD(r->fault_fn);
-		lk->arg = LD(r->fault_arg);
+		lk->start = rg.start;
+		lk->len = rg.end - rg.start;
+		lk->fn = __atomic_load_n(&r->fault_fn, __ATOMIC_RELAXED);
+		lk->arg = __atomic_load_n(&r->fault_arg, __ATOMIC_RELAXED);
 	}
 	return true;
 }

@@ -31,9 +31,10 @@
  *   reads the region's map under a seqlock: region->seq is odd while a
  *   thread holds the region lock (vr_region_lock/unlock bump it), and a
  *   reader retries until it read the map with the same even seq before
- *   and after.  Map nodes live in the region's slab until the region is
- *   destroyed, so a reader racing a writer follows stale but valid
- *   pointers, bounded and then discarded.  While a purge holds the lock
+ *   and after.  Map nodes and records live in the map's arenas until the
+ *   region is destroyed, so a reader racing a writer follows stale but
+ *   valid pointers, bounded and then discarded (the walk and its rules:
+ *   vr_map_lookup_racy in range-map.h).  While a purge holds the lock
  *   (trap armed, hole being punched) a faulting thread waits for the seq
  *   to turn even: it then sees the range purged, or intact with the trap
  *   removed.  A reader that keeps colliding with writers (64 tries) takes

@@ -18,8 +18,9 @@
  * LRU across regions: each region keeps its own list ordered by age; a
  * purge run merges them by age with a small heap of regions, re-reading a
  * region's candidate under its lock (ages in a region only grow, so a
- * stale heap key is never too young).  Skipped ranges are stepped over via
- * the region's purge cursor, valid for one purge generation.
+ * stale heap key is never too young).  A region yields its candidates
+ * through region_lru_peek/pop (range-lru.c: the log and the pieces' heap,
+ * oldest first); skipped ranges are stepped over for one purge generation.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -216,14 +217,19 @@ static uint64_t obj_step(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64
 	return got;
 }
 
-/* the region's next candidate for this purge generation; lock held */
-static struct vr_range *cursor(struct vr_region *r, uint64_t gen)
+/* the region's oldest candidate not yet tried by purge generation gen
+ * (NULL if none); lock held */
+static struct vr_range *region_lru_peek(struct vr_region *r, uint64_t gen)
 {
-	if (r->map.cursor_gen != gen) {
-		r->map.cursor_gen = gen;
-		r->map.cursor = r->map.lru_head;
-	}
-	return r->map.cursor;
+	return vr_lru_peek(&r->map, gen);
+}
+
+/* step past the candidate region_lru_peek() returned, after the purge
+ * attempt: purged it is gone, skipped it keeps its place for the next
+ * generation; lock held */
+static void region_lru_pop(struct vr_region *r)
+{
+	vr_lru_pop(&r->map);
 }
 
 int vr_purge_reserve(struct vr_ctx *c, size_t n)
@@ -283,7 +289,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			continue;
 		}
 		vr_region_lock(r);
-		struct vr_range *rg = cursor(r, gen);
+		struct vr_range *rg = region_lru_peek(r, gen);
 		if (!rg) {
 			vr_region_unlock(r);
 			h[0] = h[--nh];
@@ -298,15 +304,15 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			sift_down(h, nh, 0);
 			continue;
 		}
-		r->map.cursor = rg->next;
 		int64_t got = purge_range(r, rg);
+		region_lru_pop(r);
 		if (got >= 0) {
 			reclaimed += (uint64_t)got;
 			vr_region_publish_oldest(r);
 		}
 		/* the next candidate's age is read under the lock: once it is
 		 * dropped the range may be freed or reused */
-		rg = r->map.cursor;
+		rg = region_lru_peek(r, gen);
 		h[0].age = rg ? vr_range_age(rg) : UINT64_MAX;
 		vr_region_unlock(r);
 		if (!rg)

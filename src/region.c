@@ -42,8 +42,7 @@ void vr_region_unlock(struct vr_region *r)
 
 void vr_region_publish_oldest(struct vr_region *r)
 {
-	uint64_t age = r->map.lru_head ? vr_range_age(r->map.lru_head) : UINT64_MAX;
-	atomic_store_explicit(&r->oldest_age, age, memory_order_relaxed);
+	atomic_store_explicit(&r->oldest_age, vr_lru_oldest_age(&r->map), memory_order_relaxed);
 }
 
 static inline uint64_t page_mask(void)
@@ -384,7 +383,7 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		} else if (s < a) {
 			x->end = a;
 		} else {
-			x->start = b;
+			vr_map_set_start(m, x, b);
 		}
 		gauge_add(r, x, +1);
 		if (on && !vr_whole_pages(x->start, x->end, sh, NULL, NULL))

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * test-map.c - the range map alone (src/range-map.[ch]): treap of disjoint
- * ranges + LRU list, against a sorted-array model
+ * test-map.c - the range map alone (src/range-map.[ch], src/range-lru.c):
+ * B+-tree of disjoint ranges + LRU log and heap, against a sorted-array
+ * model
  *
  * Random insert / erase / in-place trim / LRU append, insert-after, remove
- * (with the purge cursor) / first_end_after / last_start_before / next /
- * prev, with vr_map_check() after every operation.  The seed is printed;
- * replay with VT_SEED=<seed>.
+ * / purge generations (peek, purge or skip, pop) / first_end_after /
+ * last_start_before / next / prev / the lock-free lookup, with
+ * vr_map_check() after every operation, at the real fanout and at fanout
+ * 4 (deep trees: every split, merge and borrow path).  The seed is
+ * printed; replay with VT_SEED=<seed>.
  */
 #include "tests.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "range-map.h"
@@ -42,8 +47,11 @@ struct model {
 	size_t n;
 	struct vr_range *lru[MAXN]; /* oldest first */
 	size_t nlru;
-	struct vr_range *cursor;
 	uint64_t age;
+	/* the purge generation under way and what it stepped past */
+	uint64_t gen;
+	struct vr_range *taken[MAXN];
+	size_t ntaken;
 };
 
 static bool whole(uint64_t s, uint64_t e)
@@ -95,14 +103,22 @@ static size_t lru_pos(const struct model *m, const struct vr_range *r)
 	return SIZE_MAX;
 }
 
+static void m_untake(struct model *m, const struct vr_range *r)
+{
+	for (size_t i = 0; i < m->ntaken; i++)
+		if (m->taken[i] == r) {
+			m->taken[i] = m->taken[--m->ntaken];
+			return;
+		}
+}
+
 static void m_lru_remove(struct model *m, struct vr_map *map, struct vr_range *r)
 {
 	size_t i = lru_pos(m, r);
 	MCHECK(i != SIZE_MAX, "LRU remove of a node not on the LRU");
-	if (m->cursor == r)
-		m->cursor = i + 1 < m->nlru ? m->lru[i + 1] : NULL;
 	memmove(&m->lru[i], &m->lru[i + 1], (m->nlru - i - 1) * sizeof(m->lru[0]));
 	m->nlru--;
+	m_untake(m, r);
 	vr_lru_remove(map, r);
 }
 
@@ -112,13 +128,14 @@ static void check_all(struct model *m, struct vr_map *map, bool deep)
 {
 	MCHECK(vr_map_check(map) == 0, "vr_map_check failed");
 	MCHECK(map->nranges == m->n, "nranges %zu, model %zu", map->nranges, m->n);
-	MCHECK(map->cursor == m->cursor, "purge cursor %p, model %p", (void *)map->cursor,
-	       (void *)m->cursor);
-	MCHECK(map->lru_head == (m->nlru ? m->lru[0] : NULL), "LRU head");
-	MCHECK(map->lru_tail == (m->nlru ? m->lru[m->nlru - 1] : NULL), "LRU tail");
+	MCHECK(vr_lru_count(map) == m->nlru, "LRU count %zu, model %zu", vr_lru_count(map),
+	       m->nlru);
+	uint64_t want = m->nlru ? vr_range_age(m->lru[0]) : UINT64_MAX;
+	MCHECK(vr_lru_oldest_age(map) == want, "oldest age %" PRIu64 ", model %" PRIu64,
+	       vr_lru_oldest_age(map), want);
 	if (!deep)
 		return;
-	/* in order through the tree, and the LRU list, match the model */
+	/* in order through the tree, and the LRU set, match the model */
 	struct vr_range *r = vr_map_first_end_after(map, 0);
 	for (size_t i = 0; i < m->n; i++) {
 		MCHECK(r == m->e[i].node, "in-order walk: entry %zu differs", i);
@@ -135,12 +152,8 @@ static void check_all(struct model *m, struct vr_map *map, bool deep)
 		r = vr_map_prev(map, r);
 	}
 	MCHECK(r == NULL, "reverse walk: more nodes than the model");
-	r = map->lru_head;
-	for (size_t i = 0; i < m->nlru; i++) {
-		MCHECK(r == m->lru[i], "LRU entry %zu differs", i);
-		r = r->next;
-	}
-	MCHECK(r == NULL, "LRU longer than the model");
+	for (size_t i = 0; i < m->nlru; i++)
+		MCHECK(vr_range_on_lru(m->lru[i]), "LRU entry %zu not on the LRU", i);
 }
 
 /* ---- operations ---- */
@@ -211,6 +224,14 @@ static void op_insert(struct model *m, struct vr_map *map)
 		r->age_flags = purged ? VR_RANGE_PURGED : 0;
 		vr_range_set_age(r, vt_below(&rng, m->age + 1));
 	}
+	if (vt_below(&rng, 2)) {
+		/* what vr_mark does: neighbours, then an insert at the spot
+		 * they found (vr_map_insert takes the hint) */
+		struct vr_range *p, *q;
+		vr_map_neighbours(map, s, &p, &q);
+		MCHECK(p == (i > 0 ? m->e[i - 1].node : NULL), "neighbours: pred");
+		MCHECK(q == (i < m->n ? m->e[i].node : NULL), "neighbours: succ");
+	}
 	vr_map_insert(map, r);
 	memmove(&m->e[i + 1], &m->e[i], (m->n - i) * sizeof(m->e[0]));
 	m->e[i] = (struct ment){ s, e, r };
@@ -218,6 +239,7 @@ static void op_insert(struct model *m, struct vr_map *map)
 	if (after) {
 		size_t p = lru_pos(m, after);
 		vr_lru_insert_after(map, after, r);
+		MCHECK(r->lru_pos == VR_LRU_HEAP, "a piece goes to the heap");
 		memmove(&m->lru[p + 2], &m->lru[p + 1], (m->nlru - p - 1) * sizeof(m->lru[0]));
 		m->lru[p + 1] = r;
 		m->nlru++;
@@ -235,12 +257,29 @@ static void op_erase(struct model *m, struct vr_map *map)
 		return;
 	size_t i = vt_below(&rng, m->n);
 	struct vr_range *r = m->e[i].node;
+	uint64_t s = r->start;
+	bool at = vt_below(&rng, 2);
 	if (vr_range_on_lru(r))
 		m_lru_remove(m, map, r);
-	vr_map_erase(map, r);
+	if (at) {
+		/* what vr_unmark's exact path does: find the slot, erase it */
+		uint64_t off = s + vt_below(&rng, r->end - s);
+		struct vr_range **link = vr_map_find_link(map, off);
+		MCHECK(link && *link == r, "find_link(%" PRIu64 ")", off);
+		vr_map_erase_at(map, link);
+	} else {
+		vr_map_erase(map, r);
+	}
 	vr_map_free(map, r);
 	memmove(&m->e[i], &m->e[i + 1], (m->n - i - 1) * sizeof(m->e[0]));
 	m->n--;
+	if (at && vt_below(&rng, 2)) {
+		/* and vr_mark of the same bytes next: neighbours from the hint */
+		struct vr_range *p, *q;
+		vr_map_neighbours(map, s, &p, &q);
+		MCHECK(p == (i > 0 ? m->e[i - 1].node : NULL), "neighbours after erase: pred");
+		MCHECK(q == (i < m->n ? m->e[i].node : NULL), "neighbours after erase: succ");
+	}
 }
 
 /* what vr_unmark does to a piece: bounds change in place */
@@ -254,7 +293,7 @@ static void op_trim(struct model *m, struct vr_map *map)
 		return;
 	uint64_t cut = 1 + vt_below(&rng, r->end - r->start - 1);
 	if (vt_below(&rng, 2))
-		r->start += cut;
+		vr_map_set_start(map, r, r->start + cut);
 	else
 		r->end -= cut;
 	m->e[i].start = r->start;
@@ -274,11 +313,45 @@ static void op_purge(struct model *m, struct vr_map *map)
 	MCHECK(!vr_range_on_lru(r), "ONLRU flag after vr_lru_remove");
 }
 
-static void op_cursor(struct model *m, struct vr_map *map)
+/* what the purge engine does: peek the oldest candidate of a generation,
+ * purge or skip it, pop; the candidate must be the oldest the generation
+ * has not stepped past (among equal ages any) */
+static void op_generation(struct model *m, struct vr_map *map)
 {
-	struct vr_range *c = m->nlru && vt_below(&rng, 4) ? m->lru[vt_below(&rng, m->nlru)] : NULL;
-	map->cursor = c;
-	m->cursor = c;
+	if (!m->gen || vt_below(&rng, 3) == 0) {
+		m->gen++;
+		m->ntaken = 0;
+	}
+	for (unsigned k = 1 + (unsigned)vt_below(&rng, 4); k-- > 0;) {
+		struct vr_range *want = NULL;
+		for (size_t i = 0; i < m->nlru && !want; i++) {
+			bool taken = false;
+			for (size_t j = 0; j < m->ntaken; j++)
+				taken |= m->taken[j] == m->lru[i];
+			if (!taken)
+				want = m->lru[i];
+		}
+		struct vr_range *c = vr_lru_peek(map, m->gen);
+		if (!want) {
+			MCHECK(c == NULL, "peek found a candidate, the model none");
+			vr_lru_pop(map);
+			return;
+		}
+		MCHECK(c != NULL, "peek found nothing");
+		MCHECK(vr_range_age(c) == vr_range_age(want),
+		       "peek: age %" PRIu64 ", model %" PRIu64, vr_range_age(c),
+		       vr_range_age(want));
+		MCHECK(lru_pos(m, c) != SIZE_MAX, "peek: not on the model LRU");
+		for (size_t j = 0; j < m->ntaken; j++)
+			MCHECK(m->taken[j] != c, "peek: already stepped past");
+		if (vt_below(&rng, 2)) {
+			m_lru_remove(m, map, c);
+			c->age_flags |= VR_RANGE_PURGED;
+		} else {
+			m->taken[m->ntaken++] = c;
+		}
+		vr_lru_pop(map);
+	}
 }
 
 static void op_query(struct model *m, struct vr_map *map)
@@ -294,6 +367,13 @@ static void op_query(struct model *m, struct vr_map *map)
 	}
 	struct vr_range *a = vr_map_first_end_after(map, off), *b = m_first_end_after(m, off);
 	MCHECK(a == b, "first_end_after(%" PRIu64 ")", off);
+	struct vr_range got;
+	int found = vr_map_lookup_racy(map, off, &got);
+	bool in = b && b->start <= off;
+	MCHECK(found == in, "lookup_racy(%" PRIu64 ") = %d", off, found);
+	if (in)
+		MCHECK(got.start == b->start && got.end == b->end && got.age_flags == b->age_flags,
+		       "lookup_racy(%" PRIu64 ") copied the wrong range", off);
 	a = vr_map_last_start_before(map, off);
 	b = m_last_start_before(m, off);
 	MCHECK(a == b, "last_start_before(%" PRIu64 ")", off);
@@ -306,17 +386,18 @@ static void op_query(struct model *m, struct vr_map *map)
 	}
 }
 
-static void test_map_random(void **state)
+static void map_random(unsigned fanout)
 {
-	(void)state;
 	g_seed = vt_get_seed("test-map");
 	vt_seed(&rng, g_seed);
 	static struct model m;
 	memset(&m, 0, sizeof(m));
 	struct vr_map map;
 	vr_map_init(&map, SHIFT);
+	map.fanout = fanout;
 	long ops = 100000;
 	size_t peak = 0;
+	unsigned maxh = 0;
 	for (g_op = 0; g_op < ops; g_op++) {
 		/* phases that grow and shrink the map */
 		bool grow = (g_op / 5000) % 2 == 0;
@@ -330,19 +411,36 @@ static void test_map_random(void **state)
 		else if (k < 68)
 			op_purge(&m, &map);
 		else if (k < 71)
-			op_cursor(&m, &map);
+			op_generation(&m, &map);
 		else
 			op_query(&m, &map);
 		check_all(&m, &map, g_op % 512 == 0);
 		if (m.n > peak)
 			peak = m.n;
+		if (map.height > maxh)
+			maxh = map.height;
 	}
 	check_all(&m, &map, true);
-	print_message("%ld ops, up to %zu ranges\n", ops, peak);
+	print_message("fanout %u: %ld ops, up to %zu ranges, height up to %u\n", fanout, ops, peak,
+		      maxh);
 	assert_true(peak > 200);
+	assert_true(maxh >= (fanout < 8 ? 5u : 2u));
 	vr_map_fini(&map);
 	assert_null(map.root);
 	assert_int_equal(map.nranges, 0);
+}
+
+static void test_map_random(void **state)
+{
+	(void)state;
+	map_random(VR_BT_KEYS);
+}
+
+/* fanout 4: a deep tree, every split, merge and borrow at every level */
+static void test_map_random_deep(void **state)
+{
+	(void)state;
+	map_random(4);
 }
 
 /* ---- small fixed cases ---- */
@@ -396,8 +494,8 @@ static void test_map_empty_and_bounds(void **state)
 	a->end = 20;
 	c->age_flags = 0; /* unpurged, no whole page: fine off the LRU */
 	assert_int_equal(vr_map_check(&m), 0);
-	c->start = 0x1000; /* still ordered, now holds a page... */
-	c->end = 0x2000;
+	c->end = 0x2000; /* still ordered, now holds a page... */
+	vr_map_set_start(&m, c, 0x1000);
 	assert_int_equal(vr_map_check(&m), -1); /* ...but is not on the LRU */
 	vr_lru_append(&m, c);
 	assert_int_equal(vr_map_check(&m), 0);
@@ -422,16 +520,19 @@ static void test_map_whole_pages(void **state)
 	assert_int_equal(p1, 2 * PGSZ);
 }
 
-/* ascending and descending inserts (degenerate for a plain BST), then
- * erasing from both ends: the treap stays valid and shallow enough */
-static size_t depth(const struct vr_range *n)
+static size_t count_leaves(const struct vr_map *m)
 {
-	if (!n)
-		return 0;
-	size_t l = depth(n->left), r = depth(n->right);
-	return 1 + (l > r ? l : r);
+	const struct vr_bnode *n = m->root;
+	size_t k = 0;
+	while (n && !n->leaf)
+		n = n->ptr[0];
+	for (; n; n = n->next)
+		k++;
+	return k;
 }
 
+/* ascending and interleaved inserts, then erasing from both ends: the
+ * tree stays valid and shallow; an ascending build fills leaves */
 static void test_map_sorted_inserts(void **state)
 {
 	(void)state;
@@ -439,6 +540,28 @@ static void test_map_sorted_inserts(void **state)
 	vr_map_init(&m, SHIFT);
 	enum { N = 20000 };
 	static struct vr_range *v[N];
+	for (int i = 0; i < N; i++) {
+		v[i] = vr_map_alloc(&m);
+		assert_non_null(v[i]);
+		v[i]->start = (uint64_t)i * 10;
+		v[i]->end = v[i]->start + 3;
+		v[i]->age_flags = VR_RANGE_PURGED;
+		struct vr_range *p, *q; /* as vr_mark does: neighbours, insert */
+		vr_map_neighbours(&m, v[i]->start, &p, &q);
+		assert_ptr_equal(p, i ? v[i - 1] : NULL);
+		assert_null(q);
+		vr_map_insert(&m, v[i]);
+	}
+	assert_int_equal(vr_map_check(&m), 0);
+	print_message("ascending: height %u, %zu leaves for %d ranges\n", m.height,
+		      count_leaves(&m), N);
+	assert_true(count_leaves(&m) <= N / VR_BT_KEYS + 1);
+	assert_true(m.height <= 4);
+	for (int i = 0; i < N; i++) {
+		vr_map_erase(&m, v[i]);
+		vr_map_free(&m, v[i]);
+	}
+	assert_null(m.root);
 	for (int i = 0; i < N; i++) {
 		uint64_t s = (uint64_t)(i % 2 ? N - i : i) * 10 + (i % 2 ? 5 * N * 10ull : 0);
 		v[i] = vr_map_alloc(&m);
@@ -450,9 +573,7 @@ static void test_map_sorted_inserts(void **state)
 	}
 	assert_int_equal(vr_map_check(&m), 0);
 	assert_int_equal(m.nranges, N);
-	size_t d = depth(m.root);
-	print_message("depth %zu for %d nodes\n", d, N);
-	assert_true(d < 100);
+	assert_true(m.height <= 4);
 	for (int i = 0; i < N; i++) {
 		vr_map_erase(&m, v[i]);
 		vr_map_free(&m, v[i]);
@@ -464,13 +585,165 @@ static void test_map_sorted_inserts(void **state)
 	vr_map_fini(&m);
 }
 
+/* the intact pair at scale (unmark exactly what was marked, mark it
+ * again): the log stays bounded by compaction and the LRU order stays
+ * exact; a full generation then visits every range, oldest first */
+static void test_map_log_bounded(void **state)
+{
+	(void)state;
+	struct vr_map m;
+	vr_map_init(&m, SHIFT);
+	enum { N = 3000, PAIRS = 40000 };
+	static struct vr_range *v[N];
+	static uint64_t age_of[N];
+	uint64_t age = 0;
+	struct vt_rng g;
+	vt_seed(&g, 7);
+	for (int i = 0; i < N; i++) {
+		v[i] = vr_map_alloc(&m);
+		assert_non_null(v[i]);
+		v[i]->start = (uint64_t)i * 2 * PGSZ;
+		v[i]->end = v[i]->start + PGSZ;
+		vr_range_set_age(v[i], age_of[i] = ++age);
+		vr_map_insert(&m, v[i]);
+		vr_lru_append(&m, v[i]);
+	}
+	uint32_t maxcap = 0;
+	for (int k = 0; k < PAIRS; k++) {
+		size_t i = vt_below(&g, N);
+		struct vr_range **link = vr_map_find_link(&m, v[i]->start);
+		assert_non_null(link);
+		assert_ptr_equal(*link, v[i]);
+		vr_lru_remove(&m, v[i]);
+		vr_map_erase_at(&m, link);
+		uint64_t s = v[i]->start;
+		vr_map_free(&m, v[i]);
+		v[i] = vr_map_alloc(&m);
+		assert_non_null(v[i]);
+		v[i]->start = s;
+		v[i]->end = s + PGSZ;
+		vr_range_set_age(v[i], age_of[i] = ++age);
+		vr_map_insert(&m, v[i]);
+		vr_lru_append(&m, v[i]);
+		if (m.log_cap > maxcap)
+			maxcap = m.log_cap;
+		if (k % 4096 == 0)
+			assert_int_equal(vr_map_check(&m), 0);
+	}
+	assert_int_equal(vr_map_check(&m), 0);
+	print_message("%d pairs on %d ranges: log capacity at most %u\n", PAIRS, N, maxcap);
+	assert_true(maxcap <= 3 * N);
+	uint64_t oldest = UINT64_MAX;
+	for (int i = 0; i < N; i++)
+		oldest = age_of[i] < oldest ? age_of[i] : oldest;
+	assert_int_equal(vr_lru_oldest_age(&m), oldest);
+	/* one generation: every range once, ages ascending */
+	uint64_t last = 0;
+	size_t seen = 0;
+	for (struct vr_range *c; (c = vr_lru_peek(&m, 1)); vr_lru_pop(&m)) {
+		assert_true(vr_range_age(c) > last);
+		last = vr_range_age(c);
+		seen++;
+	}
+	assert_int_equal(seen, N);
+	vr_map_fini(&m);
+}
+
+/* the fault path's lock-free read against a writer that keeps changing
+ * the map (fanout 4: deep trees, splits and merges all the time), with the
+ * seqlock protocol of region.c/fault.c: every answer read with an even,
+ * unchanged seq must be exact, and no read may crash (ASan/TSan legs) */
+enum { RACY_SLOTS = 600, RACY_STEP = 100, RACY_LEN = 50 };
+
+struct racy {
+	struct vr_map map;
+	_Atomic unsigned seq;
+	_Atomic bool present[RACY_SLOTS];
+	_Atomic bool stop;
+	struct vr_range *rec[RACY_SLOTS];
+	_Atomic long checked;
+};
+
+static void *racy_reader(void *arg)
+{
+	struct racy *t = arg;
+	struct vt_rng g;
+	vt_seed(&g, 99);
+	while (!atomic_load(&t->stop)) {
+		uint64_t off = vt_below(&g, RACY_SLOTS * RACY_STEP);
+		unsigned k = (unsigned)(off / RACY_STEP);
+		unsigned s1 = atomic_load_explicit(&t->seq, memory_order_acquire);
+		if (s1 & 1)
+			continue;
+		struct vr_range got;
+		int found = vr_map_lookup_racy(&t->map, off, &got);
+		bool there = atomic_load_explicit(&t->present[k], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (found < 0 || atomic_load_explicit(&t->seq, memory_order_relaxed) != s1)
+			continue;
+		bool in = there && off % RACY_STEP < RACY_LEN;
+		if (found != in || (in && (got.start != (uint64_t)k * RACY_STEP ||
+					   got.end != (uint64_t)k * RACY_STEP + RACY_LEN))) {
+			print_error("racy lookup(%" PRIu64 ") = %d, expected %d\n", off, found, in);
+			abort();
+		}
+		atomic_fetch_add_explicit(&t->checked, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void test_map_racy_reader(void **state)
+{
+	(void)state;
+	static struct racy t;
+	memset(&t, 0, sizeof(t));
+	vr_map_init(&t.map, SHIFT);
+	t.map.fanout = 4;
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, racy_reader, &t), 0);
+	struct vt_rng g;
+	vt_seed(&g, 5);
+	/* at least 50000 changes and 5000 validated reads (or 10 s) */
+	uint64_t t0 = (uint64_t)time(NULL);
+	for (long i = 0;
+	     i < 50000 || (atomic_load(&t.checked) < 5000 && (uint64_t)time(NULL) < t0 + 10); i++) {
+		unsigned k = (unsigned)vt_below(&g, RACY_SLOTS);
+		for (volatile int spin = 0; spin < 100; spin++) /* an even window */
+			;
+		/* the writer side of the seqlock, as vr_region_lock/unlock */
+		atomic_store_explicit(&t.seq, atomic_load(&t.seq) + 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		if (t.rec[k]) {
+			vr_map_erase(&t.map, t.rec[k]);
+			vr_map_free(&t.map, t.rec[k]);
+			t.rec[k] = NULL;
+		} else {
+			struct vr_range *r = vr_map_alloc(&t.map);
+			assert_non_null(r);
+			r->start = (uint64_t)k * RACY_STEP;
+			r->end = r->start + RACY_LEN;
+			r->age_flags = VR_RANGE_PURGED;
+			vr_map_insert(&t.map, r);
+			t.rec[k] = r;
+		}
+		atomic_store_explicit(&t.present[k], t.rec[k] != NULL, memory_order_relaxed);
+		atomic_store_explicit(&t.seq, atomic_load(&t.seq) + 1, memory_order_release);
+	}
+	atomic_store(&t.stop, true);
+	pthread_join(th, NULL);
+	print_message("%ld validated lock-free reads\n", atomic_load(&t.checked));
+	assert_true(atomic_load(&t.checked) > 0);
+	assert_int_equal(vr_map_check(&t.map), 0);
+	vr_map_fini(&t.map);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_map_empty_and_bounds),
-		cmocka_unit_test(test_map_whole_pages),
-		cmocka_unit_test(test_map_sorted_inserts),
-		cmocka_unit_test(test_map_random),
+		cmocka_unit_test(test_map_empty_and_bounds), cmocka_unit_test(test_map_whole_pages),
+		cmocka_unit_test(test_map_sorted_inserts),   cmocka_unit_test(test_map_log_bounded),
+		cmocka_unit_test(test_map_random),           cmocka_unit_test(test_map_random_deep),
+		cmocka_unit_test(test_map_racy_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

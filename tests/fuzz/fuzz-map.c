@@ -1,10 +1,10 @@
 /*
  * fuzz-map.c - libFuzzer target: the range map alone (src/range-map.c)
  *
- * Random inserts, erases, in-place shrinks, LRU appends/removals and
- * queries on a small key space, against a plain array of intervals; the
- * treap's order, heap property, LRU order and flags are checked with
- * vr_map_check() after every operation.
+ * Random inserts, erases, in-place shrinks, LRU appends/removals, purge
+ * peeks and queries on a small key space, against a plain array of
+ * intervals; the B+-tree (fanout 4, so that it grows deep), the LRU log
+ * and flags are checked with vr_map_check() after every operation.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct vr_range *model[MAXR];
 	size_t n = 0;
 	uint64_t age = 0;
+	uint64_t gen = 0;
 	vr_map_init(&m, 4);
+	m.fanout = 4;
 	while (in.n) {
-		unsigned op = take(&in) % 5;
+		unsigned op = take(&in) % 6;
 		uint64_t a = take(&in) * 2 % SPACE, len = take(&in) % 48 + 1, b = a + len;
 		if (b > SPACE)
 			b = SPACE;
@@ -61,7 +63,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				wb = model[i];
 		if (before != wb)
 			fail("last_start_before");
-		if (hit && vr_map_prev(&m, hit) != (hit == want ? vr_map_last_start_before(&m, hit->start) : NULL))
+		struct vr_range got;
+		int found = vr_map_lookup_racy(&m, a, &got);
+		if (found != (want && want->start <= a) || (found && got.start != want->start))
+			fail("lookup_racy");
+		if (hit && vr_map_prev(&m, hit) !=
+				   (hit == want ? vr_map_last_start_before(&m, hit->start) : NULL))
 			fail("prev");
 		switch (op) {
 		case 0:
@@ -75,6 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			r->end = b;
 			r->age_flags = 0;
 			vr_range_set_age(r, ++age);
+			if (len % 2) { /* neighbours first: the insert takes its hint */
+				struct vr_range *p, *q;
+				vr_map_neighbours(&m, a, &p, &q);
+				if (p != wb || q != hit)
+					fail("neighbours");
+			}
 			vr_map_insert(&m, r);
 			if (vr_whole_pages(a, b, 4, NULL, NULL))
 				vr_lru_append(&m, r);
@@ -85,7 +98,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			if (vr_range_on_lru(hit))
 				vr_lru_remove(&m, hit);
-			vr_map_erase(&m, hit);
+			if (len % 2) {
+				struct vr_range **link = vr_map_find_link(&m, a);
+				if (!link || *link != hit)
+					fail("find_link");
+				vr_map_erase_at(&m, link);
+			} else {
+				vr_map_erase(&m, hit);
+			}
 			for (size_t i = 0; i < n; i++)
 				if (model[i] == hit)
 					model[i] = model[--n];
@@ -94,15 +114,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 3: /* shrink in place from the left (as vr_unmark does) */
 			if (!hit || hit->end - hit->start < 2)
 				break;
-			hit->start += (hit->end - hit->start) / 2;
-			if (vr_range_on_lru(hit) && !vr_whole_pages(hit->start, hit->end, 4, NULL, NULL))
+			vr_map_set_start(&m, hit, hit->start + (hit->end - hit->start) / 2);
+			if (vr_range_on_lru(hit) &&
+			    !vr_whole_pages(hit->start, hit->end, 4, NULL, NULL))
 				vr_lru_remove(&m, hit);
 			break;
+		case 5: { /* a new purge generation: its first candidate is the oldest */
+			struct vr_range *c = vr_lru_peek(&m, ++gen), *old = NULL;
+			for (size_t i = 0; i < n; i++)
+				if (vr_range_on_lru(model[i]) &&
+				    (!old || vr_range_age(model[i]) < vr_range_age(old)))
+					old = model[i];
+			if (c != old)
+				fail("lru peek");
+			if (c && take(&in) % 2) { /* purge it */
+				vr_lru_remove(&m, c);
+				c->age_flags |= VR_RANGE_PURGED;
+			}
+			vr_lru_pop(&m);
+			break;
+		}
 		case 4: /* walk forward from hit with next() */
 			for (struct vr_range *x = hit; x; x = vr_map_next(&m, x)) {
 				struct vr_range *nx = NULL;
 				for (size_t i = 0; i < n; i++)
-					if (model[i]->start >= x->end && (!nx || model[i]->start < nx->start))
+					if (model[i]->start >= x->end &&
+					    (!nx || model[i]->start < nx->start))
 						nx = model[i];
 				if (vr_map_next(&m, x) != nx)
 					fail("next");
