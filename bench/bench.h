@@ -132,6 +132,7 @@ size_t heap_in_use(void);                    /* mallinfo2 uordblks + hblkhd */
 /* populate [p, p+len) for writing (MADV_POPULATE_WRITE, or touch) */
 void populate(void *p, size_t len);
 void *map_anon(size_t len);
+int uffd_register(void *p, size_t len); /* userfaultfd fd, or -1 */
 
 /* ---- scenarios (one child each) ---- */
 int run_floors(void);

@@ -21,6 +21,12 @@
  * raw-refill: the page is also freed (MADV_DONTNEED after mprotect) and
  * the handler refills it; vr: a VR_REGION_ANON region.
  *
+ * Backend uffd (memfd only): the trap is the hole itself.  raw-pure: the
+ * page is punched out of a memfd mapping registered with userfaultfd
+ * (missing mode, SIGBUS feature); the read raises SIGBUS; the handler makes
+ * the page present again (fallocate, zeros); the read re-runs.
+ * raw-refill: the same, and the handler also refills the page.
+ *
  * The raw floors run first, with this program's own SIGSEGV handler,
  * which is removed (SIG_DFL back) before the first vr_ctx_new, so that
  * libvrange installs its handler over the default action as usual.
@@ -47,16 +53,24 @@
 #define SCEN (anon ? "fault-anon" : "fault")
 #define FILL 0x5a
 
-static bool guard, anon;
+static bool guard, anon, uffd;
+static int raw_fd = -1; /* the raw memfd (uffd: disarm is a fallocate on it) */
+static char *raw_base;
 static volatile sig_atomic_t raw_refill, raw_hits;
 
 static int arm(void *p, size_t len)
 {
+	if (uffd)
+		return fallocate(raw_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				 (off_t)((char *)p - raw_base), (off_t)len);
 	return guard ? madvise(p, len, MADV_GUARD_INSTALL) : mprotect(p, len, PROT_NONE);
 }
 
 static int disarm(void *p, size_t len)
 {
+	if (uffd)
+		return fallocate(raw_fd, FALLOC_FL_KEEP_SIZE, (off_t)((char *)p - raw_base),
+				 (off_t)len);
 	return guard ? madvise(p, len, MADV_GUARD_REMOVE)
 		     : mprotect(p, len, PROT_READ | PROT_WRITE);
 }
@@ -84,7 +98,13 @@ static void bench_raw(size_t nsamp)
 		CHECK(fd >= 0 && ftruncate(fd, (off_t)(4 * page_size)) == 0);
 		base = mmap(NULL, 4 * page_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		CHECK(base != MAP_FAILED);
+		CHECK(fallocate(fd, 0, 0, (off_t)(4 * page_size)) == 0);
 	}
+	raw_fd = fd;
+	raw_base = base;
+	int ufd = uffd ? uffd_register(base, 4 * page_size) : -1;
+	if (uffd && ufd < 0)
+		die("userfaultfd refused for the raw floor");
 	char *p = base + page_size;
 
 	struct sigaction sa, old;
@@ -92,7 +112,7 @@ static void bench_raw(size_t nsamp)
 	sa.sa_sigaction = raw_handler;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
-	CHECK(sigaction(SIGSEGV, &sa, &old) == 0);
+	CHECK(sigaction(uffd ? SIGBUS : SIGSEGV, &sa, &old) == 0);
 
 	for (int refill = 0; refill <= 1; refill++) {
 		struct samples s = { 0 };
@@ -101,7 +121,7 @@ static void bench_raw(size_t nsamp)
 			memset(p, 1, page_size); /* present, with data */
 			if (arm(p, page_size) < 0)
 				die("raw arm: %s", strerror(errno));
-			if (refill && !anon &&
+			if (refill && !anon && !uffd &&
 			    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				      (off_t)page_size, (off_t)page_size) < 0)
 				die("raw punch: %s", strerror(errno));
@@ -112,7 +132,7 @@ static void bench_raw(size_t nsamp)
 			char v = *(volatile char *)(p + 100);
 			uint64_t dt = now_ns() - t0;
 			/* (a guard marker on anonymous memory freed the page) */
-			char want = refill ? FILL : (anon && guard) ? 0 : 1;
+			char want = refill ? FILL : ((anon && guard) || uffd) ? 0 : 1;
 			if (raw_hits != before + 1 || v != want)
 				die("raw round trip: hits %d value %d", (int)(raw_hits - before),
 				    v);
@@ -122,8 +142,10 @@ static void bench_raw(size_t nsamp)
 		emit_samples(SCEN, refill ? "raw-refill" : "raw-pure", &s, "us");
 		samples_free(&s);
 	}
-	CHECK(sigaction(SIGSEGV, &old, NULL) == 0);
+	CHECK(sigaction(uffd ? SIGBUS : SIGSEGV, &old, NULL) == 0);
 	munmap(base, 4 * page_size);
+	if (ufd >= 0)
+		close(ufd);
 	if (fd >= 0)
 		close(fd);
 }
@@ -183,6 +205,21 @@ int run_fault(const char *style)
 	if (!want)
 		want = "guard";
 	guard = strcmp(want, "guard") == 0;
+	uffd = strcmp(want, "uffd") == 0;
+	if (uffd && anon) {
+		emit_note("uffd traps memfd regions only (anonymous ones use guard markers)");
+		return 77;
+	}
+	if (uffd) {
+		char *q = map_anon(page_size);
+		int f = uffd_register(q, page_size);
+		munmap(q, page_size);
+		if (f < 0) {
+			emit_note("userfaultfd not available here: fault scenario skipped");
+			return 77;
+		}
+		close(f);
+	}
 
 	/* the floors first, before any vr_ctx_new */
 	if (guard) {
@@ -202,8 +239,10 @@ int run_fault(const char *style)
 		return 77;
 	}
 	VRCHECK(rc);
-	if ((vr_trap_backend() == VR_TRAP_GUARD) != guard)
-		die("asked for backend %s, libvrange uses the other one", want);
+	int id = uffd ? VR_TRAP_UFFD : guard ? VR_TRAP_GUARD : VR_TRAP_MPROTECT;
+	if (vr_trap_backend() != id)
+		die("asked for backend %s, libvrange uses another one (%d)", want,
+		    vr_trap_backend());
 	bench_vr(ctx, nsamp);
 	vr_ctx_destroy(ctx);
 	return 0;

@@ -34,7 +34,7 @@
 
 #define SCEN (anon ? "purge-anon" : "purge")
 
-static bool guard, anon;
+static bool guard, anon, uffd;
 
 struct acc {
 	struct samples per_range; /* us */
@@ -106,7 +106,9 @@ static void run_vr(struct vr_ctx *ctx, size_t rlen, size_t total, struct acc *a)
 			rlen / KiB, done, total, (unsigned long long)skipped);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) == total - done);
 	uint64_t held = left(vr_region_fd(r), base, nr * stride);
-	if (done == total && held != 0)
+	/* uffd: the gap page after each range was made present at creation */
+	uint64_t gaps = uffd ? nr * page_size : 0;
+	if (done == total && held != gaps)
 		die("libvrange purge left %llu bytes in the %s", (unsigned long long)held,
 		    anon ? "mapping" : "memfd");
 	/* unmark of a purged range: the trap is taken down (S5) */
@@ -136,13 +138,18 @@ static void run_raw(size_t rlen, size_t total, struct acc *a)
 	}
 	for (size_t i = 0; i < nr; i++)
 		populate(base + i * stride, rlen);
+	/* uffd: registered once, the punch alone traps */
+	int ufd = uffd ? uffd_register(base, len) : -1;
+	if (uffd && ufd < 0)
+		die("userfaultfd refused for the raw purge");
 	for (size_t i = 0; i < nr; i += k) {
 		size_t n = nr - i < k ? nr - i : k;
 		uint64_t t0 = now_ns();
 		for (size_t j = i; j < i + n; j++) {
 			char *p = base + j * stride;
-			int rc = guard ? madvise(p, rlen, MADV_GUARD_INSTALL)
-				       : mprotect(p, rlen, PROT_NONE);
+			int rc = uffd    ? 0
+				 : guard ? madvise(p, rlen, MADV_GUARD_INSTALL)
+					 : mprotect(p, rlen, PROT_NONE);
 			if (rc < 0)
 				die("raw trap: %s", strerror(errno));
 			if (anon && !guard && madvise(p, rlen, MADV_DONTNEED) < 0)
@@ -161,6 +168,8 @@ static void run_raw(size_t rlen, size_t total, struct acc *a)
 	munmap(base, len);
 	if (fd >= 0)
 		close(fd);
+	if (ufd >= 0)
+		close(ufd);
 }
 
 static void bench_size(struct vr_ctx *ctx, size_t rlen, const char *tag)
@@ -205,9 +214,15 @@ int run_purge(const char *style)
 	}
 	VRCHECK(rc);
 	guard = vr_trap_backend() == VR_TRAP_GUARD;
-	if (bopt.backend && strcmp(bopt.backend, guard ? "guard" : "mprotect") != 0)
-		die("asked for backend %s, libvrange uses %s", bopt.backend,
-		    guard ? "guard" : "mprotect");
+	uffd = vr_trap_backend() == VR_TRAP_UFFD;
+	const char *name = uffd ? "uffd" : guard ? "guard" : "mprotect";
+	if (uffd && anon) {
+		emit_note("uffd traps memfd regions only (anonymous ones use guard markers)");
+		vr_ctx_destroy(ctx);
+		return 77;
+	}
+	if (bopt.backend && strcmp(bopt.backend, name) != 0)
+		die("asked for backend %s, libvrange uses %s", bopt.backend, name);
 	bench_size(ctx, 64 * KiB, "64k");
 	bench_size(ctx, 2 * MiB, "2m");
 	vr_ctx_destroy(ctx);

@@ -8,7 +8,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -226,4 +230,30 @@ void *map_anon(size_t len)
 	if (p == MAP_FAILED)
 		die("mmap(%zu): %s", len, strerror(errno));
 	return p;
+}
+
+/* the raw floor of the uffd backend: [p, p + len) registered in missing
+ * mode with the SIGBUS feature (unprivileged: UFFD_USER_MODE_ONLY); the
+ * userfaultfd, or -1 where the system refuses it */
+int uffd_register(void *p, size_t len)
+{
+#ifdef SYS_userfaultfd
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* USER_MODE_ONLY */);
+	if (fd < 0)
+		return -1;
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_SIGBUS };
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)p, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	if (ioctl(fd, UFFDIO_API, &api) < 0 || ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+#else
+	(void)p;
+	(void)len;
+	return -1;
+#endif
 }

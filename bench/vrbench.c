@@ -47,6 +47,8 @@ static const struct job jobs[] = {
 	{ "purge", "purge", "mprotect", NULL },
 	{ "fault", "fault", "guard", NULL },
 	{ "fault", "fault", "mprotect", NULL },
+	{ "purge", "purge", "uffd", NULL },
+	{ "fault", "fault", "uffd", NULL },
 	{ "purge-anon", "purge", "guard", "anon" },
 	{ "purge-anon", "purge", "mprotect", "anon" },
 	{ "fault-anon", "fault", "guard", "anon" },
@@ -345,8 +347,8 @@ static void derive(void)
 		  "s2 2 threads / 1 thread, private mutexes (machine)");
 	add_ratio(med("scaling", "canary-ratio", NULL), "x", NULL, 0, 0,
 		  "s2 2 threads / 1 thread, madvfree-canary");
-	const char *backends[] = { "guard", "mprotect" };
-	for (int b = 0; b < 2; b++) {
+	const char *backends[] = { "guard", "mprotect", "uffd" };
+	for (int b = 0; b < 3; b++) {
 		add_ratio(med("purge", "vr-purge-64k-bw", backends[b]) /
 				  med("purge", "raw-purge-64k-bw", backends[b]),
 			  "x", ">= 0.8", 1, 0.8, "s3 purge bytes/s vs raw, 64 KiB ranges, %s",
@@ -356,7 +358,15 @@ static void derive(void)
 			  "x", ">= 0.8", 1, 0.8, "s3 purge bytes/s vs raw, 2 MiB ranges, %s",
 			  backends[b]);
 	}
-	for (int b = 0; b < 2; b++) {
+	/* the userfaultfd backend against guard markers, in one run */
+	add_ratio(med("purge", "vr-purge-64k-bw", "uffd") /
+			  med("purge", "vr-purge-64k-bw", "guard"),
+		  "x", NULL, 0, 0, "s3 purge bytes/s, 64 KiB ranges, uffd / guard");
+	add_ratio(med("purge", "vr-purge-2m-bw", "uffd") / med("purge", "vr-purge-2m-bw", "guard"),
+		  "x", NULL, 0, 0, "s3 purge bytes/s, 2 MiB ranges, uffd / guard");
+	add_ratio(med("fault", "vr-fault", "uffd") / med("fault", "vr-fault", "guard"), "x", NULL,
+		  0, 0, "s4 fault round trip, uffd / guard");
+	for (int b = 0; b < 3; b++) {
 		double vr = med("fault", "vr-fault", backends[b]);
 		add_ratio(vr / med("fault", "raw-pure", backends[b]), "x", "<= 2", -1, 2,
 			  "s4 fault round trip vs raw SIGSEGV+disarm, %s", backends[b]);

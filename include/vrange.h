@@ -47,6 +47,15 @@
  *   that are not on discarded pages of this library's regions are passed to
  *   that previous handler (or get the default action).  Applications that
  *   install a SIGSEGV handler later must chain to the one they replace.
+ *   Under the userfaultfd trap backend (VRANGE_TRAP=uffd, since 0.2) a
+ *   discarded page traps with SIGBUS BUS_ADRERR instead, and the same call
+ *   also installs a SIGBUS handler the same way: SIGBUS that is not a trap
+ *   on a discarded page (sent by kill/tgkill/sigqueue, or a kernel SIGBUS
+ *   elsewhere), and the library's own SIGBUS for a fault that no handler
+ *   fixed, go to the SIGBUS handler it replaced, once each.  An application
+ *   SIGBUS handler is best installed before the first vr_ctx_new(); one
+ *   installed later must chain to the library's (with SA_NODEFER, since
+ *   the library's SIGBUS for an unfixed fault then arrives nested in it).
  *
  * System calls and EFAULT
  *   A system call that reads or writes a discarded page (for example
@@ -58,6 +67,11 @@
  *   range is trapped with mprotect (the mprotect backend, and ranges of
  *   2 MiB or more under the guard backend) they read zeros and re-allocate
  *   the punched page instead of failing; guard markers make them fail.
+ *   Under the userfaultfd backend a discarded page is a hole of the memfd
+ *   and system calls fail with EFAULT; to keep non-volatile pages that were
+ *   never written readable and writable by the kernel, a memfd region's
+ *   pages are all made present (allocated, zero) when it is created, and
+ *   a purged page again when it is unmarked.
  *
  * fork()
  *   Region mappings are MADV_DONTFORK: a child has none of them.  In the
@@ -81,8 +95,11 @@
  *                         the process's memory limit instead of the one
  *                         detected from its cgroups, or watch none
  *   VRANGE_CGROUP_DIR=DIR use DIR as the process's cgroup v2 directory
- *   VRANGE_TRAP=guard|mprotect
- *                         force the trap backend
+ *   VRANGE_TRAP=guard|mprotect|uffd
+ *                         force the trap backend (uffd: since 0.2, S32;
+ *                         vr_ctx_new() fails with -EOPNOTSUPP where the
+ *                         forced backend does not work, e.g. userfaultfd
+ *                         refused by a seccomp filter)
  */
 #ifndef VRANGE_H
 #define VRANGE_H
@@ -160,7 +177,8 @@ enum vr_stat {
  * this context's volatile ranges when memory pressure is detected (see
  * vr_ctx_monitor_source()).  A missing pressure source is not an error.
  * The first successful call in a process installs the library's SIGSEGV
- * handler; a failing call installs nothing.
+ * handler (and, under the userfaultfd trap backend, its SIGBUS handler); a
+ * failing call installs nothing.
  *
  * Returns: 0, -EINVAL (NULL @out, unknown flag), -ENOMEM, or the negative
  * errno of a failed thread or fd creation.
@@ -606,7 +624,8 @@ int vr_unmark_ptr(void *addr, size_t len);
  * re-faults at one address with no purge or unmark in between, SIGBUS is
  * delivered whatever the handler returns.
  * Since: 0.1
- * Context: signal context (SIGSEGV handler) of the faulting thread; may
+ * Context: signal context (SIGSEGV handler, or SIGBUS under the
+ * userfaultfd backend) of the faulting thread; may
  * call any vr_* function; must not return into an access it did not fix
  * more than 8 times.
  */
@@ -660,12 +679,23 @@ enum vr_trap {
 	VR_TRAP_NONE = 0,     /* not chosen yet (no ctx created)          */
 	VR_TRAP_GUARD = 1,    /* madvise(MADV_GUARD_INSTALL/REMOVE)       */
 	VR_TRAP_MPROTECT = 2, /* mprotect(PROT_NONE / PROT_READ|WRITE)    */
+	VR_TRAP_UFFD = 3,     /* userfaultfd, missing mode + SIGBUS (0.2) */
 };
+/* VR_TRAP_UFFD (since 0.2): memfd regions are registered once with a
+ * userfaultfd of their own (UFFD_USER_MODE_ONLY, no privilege needed) in
+ * missing mode with the SIGBUS feature: the hole a purge punches is the
+ * trap (no VMA split, no trap system call per purge), and a touch raises
+ * SIGBUS BUS_ADRERR, handled by the library's SIGBUS handler.  Each memfd
+ * region then holds two fds and its pages are present from creation.
+ * Anonymous and adopted regions are trapped with guard markers (or
+ * mprotect where those do not work), as under VR_TRAP_GUARD.  Only
+ * chosen when VRANGE_TRAP=uffd forces it. */
 
 /**
  * vr_trap_backend - which mechanism traps discarded pages
  * Returns: a vr_trap value; chosen once per process at the first
- * vr_ctx_new() (VRANGE_TRAP forces one).
+ * vr_ctx_new() (VRANGE_TRAP forces one; without it guard, else mprotect:
+ * VR_TRAP_UFFD only when forced).
  * Since: 0.1
  * Context: lock-free.
  */

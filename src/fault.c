@@ -5,7 +5,10 @@
  *
  * One process-wide SIGSEGV handler (SA_SIGINFO|SA_ONSTACK|SA_NODEFER),
  * installed by the first successful vr_ctx_new(), keeping the previous
- * sigaction.  For a kernel-generated fault the handler
+ * sigaction; under the userfaultfd backend (trap-uffd.c, S32) a SIGBUS
+ * handler too, installed the same way at the same time, since that trap
+ * arrives as SIGBUS BUS_ADRERR.  Both entries share one path (trap()):
+ * for a kernel-generated fault it
  *   1. finds the region by address in the lock-free registry;
  *   2. reads the region's map without a lock (a seqlock, see private.h)
  *      to learn whether the page is a whole page of a purged range;
@@ -18,9 +21,19 @@
  *      the same address with no arm/disarm in the region since then is
  *      foreign and goes to the previous handler.
  * Faults outside every region and signals sent by kill/tgkill/sigqueue
- * (si_code <= 0) go straight to the previous handler, called as its
- * SA_SIGINFO flag says, with its sa_mask blocked, SA_RESETHAND honoured;
- * with no previous handler they get the default action.
+ * (si_code <= 0) go straight to the previous handler of that signal,
+ * called as its SA_SIGINFO flag says, with its sa_mask blocked,
+ * SA_RESETHAND honoured; with no previous handler they get the default
+ * action.
+ *
+ * The SIGBUS the library delivers itself (step 3) is queued to the thread
+ * with rt_tgsigqueueinfo and si_code BUS_ADRERR, which the kernel keeps
+ * as given for a signal a process sends itself: it cannot be told from a
+ * userfaultfd SIGBUS by its siginfo.  So deliver_sigbus sets a per-thread
+ * flag (ftls_delivering) around the send; the SIGBUS entry seeing it
+ * hands the signal to the application's handler (the one it replaced)
+ * untouched, never takes it for a trap.  The signal is delivered before
+ * rt_tgsigqueueinfo returns (it is unblocked, to this thread).
  *
  * Only async-signal-safe calls are made here: sigaction, pthread_sigmask,
  * syscall(), write, sched_yield, atomics, and -- only when the lock-free
@@ -47,8 +60,10 @@
 
 #define MAX_REFAULTS 8
 
-static struct sigaction prev; /* written once before the handler goes live */
-static _Atomic bool installed;
+/* the handlers the library replaced, per signal; written once before the
+ * library's handler goes live (prev_bus only under the uffd backend) */
+static struct sigaction prev_segv, prev_bus;
+static _Atomic bool installed, bus_installed;
 
 struct fault_tls {
 	void *addr;
@@ -56,6 +71,8 @@ struct fault_tls {
 	unsigned count;
 };
 static __thread struct fault_tls ftls __attribute__((tls_model("initial-exec")));
+/* this thread is sending itself the library's SIGBUS (deliver_sigbus) */
+static __thread volatile bool ftls_delivering __attribute__((tls_model("initial-exec")));
 
 /* ---- async-signal-safe formatting for VRANGE_DEBUG ---- */
 static char *put_str(char *p, const char *s)
@@ -142,17 +159,28 @@ static void set_default(int sig)
 	sigaction(sig, &sa, NULL);
 }
 
+static void bus_handler(int sig, siginfo_t *si, void *uc);
+
 static void deliver_sigbus(void *addr, ucontext_t *uc)
 {
 	struct sigaction cur;
 	sigset_t mask;
 	sigaction(SIGBUS, NULL, &cur);
+	/* our own SIGBUS entry (uffd backend) passes the signal on to the
+	 * handler it replaced: that one decides what happens */
+	bool ours = atomic_load(&bus_installed) && (cur.sa_flags & SA_SIGINFO) &&
+		    cur.sa_sigaction == bus_handler;
+	struct sigaction app = ours ? prev_bus : cur;
 	pthread_sigmask(SIG_SETMASK, NULL, &mask);
 	bool blocked = sigismember(&mask, SIGBUS) || sigismember(&uc->uc_sigmask, SIGBUS);
-	bool ignored = !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN;
-	/* the kernel's forced-signal rule: blocked or ignored -> default */
-	if (blocked || ignored)
+	bool plain = !(app.sa_flags & SA_SIGINFO);
+	bool ignored = plain && app.sa_handler == SIG_IGN;
+	/* the kernel's forced-signal rule: blocked or ignored -> default;
+	 * and with no application handler the default action is due */
+	if (blocked || ignored || (ours && plain && app.sa_handler == SIG_DFL)) {
 		set_default(SIGBUS);
+		ours = false;
+	}
 	if (blocked) {
 		sigset_t bus;
 		sigemptyset(&bus);
@@ -165,18 +193,21 @@ static void deliver_sigbus(void *addr, ucontext_t *uc)
 	info.si_signo = SIGBUS;
 	info.si_code = BUS_ADRERR;
 	info.si_addr = addr;
+	ftls_delivering = ours;
 	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &info);
+	ftls_delivering = false;
 }
 
-static void forward(int sig, siginfo_t *si, void *uc)
+/* to the handler the library replaced for sig (*p: prev_segv or prev_bus) */
+static void forward(int sig, siginfo_t *si, void *uc, struct sigaction *pp)
 {
-	struct sigaction p = prev;
+	struct sigaction p = *pp;
 	bool from_kernel = si->si_code > 0;
 	if (!(p.sa_flags & SA_SIGINFO) && (p.sa_handler == SIG_DFL || p.sa_handler == SIG_IGN)) {
 		if (!from_kernel && p.sa_handler == SIG_IGN)
 			return;
 		/* the default action, as if the library were absent */
-		set_default(SIGSEGV);
+		set_default(sig);
 		if (!from_kernel)
 			syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig,
 				si);
@@ -184,12 +215,12 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		return;
 	}
 	if (p.sa_flags & SA_RESETHAND) {
-		prev.sa_handler = SIG_DFL;
-		prev.sa_flags = 0;
+		pp->sa_handler = SIG_DFL;
+		pp->sa_flags = 0;
 	}
 	sigset_t m = p.sa_mask, old;
 	if (!(p.sa_flags & SA_NODEFER))
-		sigaddset(&m, SIGSEGV);
+		sigaddset(&m, sig);
 	pthread_sigmask(SIG_BLOCK, &m, &old);
 	if (p.sa_flags & SA_SIGINFO)
 		p.sa_sigaction(sig, si, uc);
@@ -317,7 +348,9 @@ static void wait_range(uint64_t key)
 	}
 }
 
-static void segv_handler(int sig, siginfo_t *si, void *ucv)
+/* the fault path shared by the SIGSEGV and SIGBUS entries: pp is the
+ * handler the library replaced for sig */
+static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 {
 	int saved_errno = errno;
 	ucontext_t *uc = ucv;
@@ -325,7 +358,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 	if (!r) {
 		if (vr_obj_fault(si, ucv, deliver_sigbus))
 			goto out;
-		forward(sig, si, ucv);
+		forward(sig, si, ucv, pp);
 		goto out;
 	}
 	void *addr = si->si_addr;
@@ -354,7 +387,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucv)
 		if (same) {
 			/* faulted again with nothing changed: not ours */
 			ftls.addr = NULL;
-			forward(sig, si, ucv);
+			forward(sig, si, ucv, pp);
 			goto out;
 		}
 		ftls = (struct fault_tls){ addr, lk.gen, 0 };
@@ -397,6 +430,32 @@ out:
 	errno = saved_errno;
 }
 
+static void segv_handler(int sig, siginfo_t *si, void *uc)
+{
+	trap(sig, si, uc, &prev_segv);
+}
+
+/* under the uffd backend: a SIGBUS BUS_ADRERR from the kernel on a region
+ * is a trap; the library's own SIGBUS (ftls_delivering), signals sent by a
+ * process and every other SIGBUS go to the handler it replaced */
+static void bus_handler(int sig, siginfo_t *si, void *uc)
+{
+	if (ftls_delivering) {
+		ftls_delivering = false;
+		int saved_errno = errno;
+		forward(sig, si, uc, &prev_bus);
+		errno = saved_errno;
+		return;
+	}
+	if (si->si_code != BUS_ADRERR) {
+		int saved_errno = errno;
+		forward(sig, si, uc, &prev_bus);
+		errno = saved_errno;
+		return;
+	}
+	trap(sig, si, uc, &prev_bus);
+}
+
 void vr_fault_atfork_child(void)
 {
 	/* ranges being regenerated by threads that do not exist here */
@@ -404,34 +463,42 @@ void vr_fault_atfork_child(void)
 		atomic_store(&filling[i], 0);
 }
 
+/* query first, then install: sigaction(sig, &new, &old) fills old only
+ * after new is live, and a foreign signal in another thread in that
+ * window would find *prevp empty.  vr_global_lock held. */
+static int install(int sig, void (*fn)(int, siginfo_t *, void *), struct sigaction *prevp)
+{
+	struct sigaction sa, cur;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = fn;
+	if (sigaction(sig, NULL, &cur) < 0)
+		return -errno;
+	*prevp = cur;
+	/* SA_RESTART only matters for signals that interrupt a system call,
+	 * i.e. the kill()-sent ones we forward: keep the previous handler's
+	 * choice so it sees EINTR exactly as before */
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
+	sigemptyset(&sa.sa_mask);
+	return sigaction(sig, &sa, NULL) < 0 ? -errno : 0;
+}
+
 int vr_fault_install(void)
 {
 	int err = 0;
-	if (atomic_load(&installed))
+	bool bus = vr_trap_current() == VR_TRAP_UFFD;
+	if (atomic_load(&installed) && (!bus || atomic_load(&bus_installed)))
 		return 0;
 	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-	if (!atomic_load(&installed)) {
-		struct sigaction sa, cur;
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_sigaction = segv_handler;
-		/* SA_RESTART only matters for signals that interrupt a system
-		 * call, i.e. the kill()-sent ones we forward: keep the previous
-		 * handler's choice so it sees EINTR exactly as before */
-		/* query first, then install: sigaction(sig, &new, &old) fills
-		 * old only after new is live, and a foreign SIGSEGV in another
-		 * thread in that window would find prev empty */
-		if (sigaction(SIGSEGV, NULL, &cur) < 0) {
-			err = -errno;
-		} else {
-			prev = cur;
-			sa.sa_flags =
-				SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (cur.sa_flags & SA_RESTART);
-			sigemptyset(&sa.sa_mask);
-			if (sigaction(SIGSEGV, &sa, NULL) < 0)
-				err = -errno;
-			else
-				atomic_store(&installed, true);
-		}
+	/* SIGBUS first: once SIGSEGV is in, this is never retried */
+	if (bus && !atomic_load(&bus_installed)) {
+		err = install(SIGBUS, bus_handler, &prev_bus);
+		if (!err)
+			atomic_store(&bus_installed, true);
+	}
+	if (!err && !atomic_load(&installed)) {
+		err = install(SIGSEGV, segv_handler, &prev_segv);
+		if (!err)
+			atomic_store(&installed, true);
 	}
 	vr_unlock(&vr_global_lock);
 	return err;

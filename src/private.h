@@ -25,7 +25,9 @@
  *   allocates nothing.  Gauges and counters are atomics in the ctx (no
  *   lock).
  *
- *   The SIGSEGV handler (fault.c) takes no lock in the common case.  It
+ *   The SIGSEGV handler (fault.c; and its SIGBUS entry under the
+ *   userfaultfd backend, which shares the path) takes no lock in the
+ *   common case.  It
  *   reads the region's map under a seqlock: region->seq is odd while a
  *   thread holds the region lock (vr_region_lock/unlock bump it), and a
  *   reader retries until it read the map with the same even seq before
@@ -162,6 +164,7 @@ struct vr_region {
 	 * PROT_EXEC for an adopted span that had it) */
 	const struct vr_kind_ops *kind;
 	int prot;
+	int trap_fd;            /* immutable after attach: the uffd backend's userfaultfd */
 } __attribute__((aligned(64))); /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
@@ -254,6 +257,12 @@ void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
 int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_current(void);
+/* trap-uffd.c: the userfaultfd backend's entries */
+bool vr_uffd_probe(void);
+int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_uffd_attach(struct vr_region *r) _nonnull_();
+void vr_uffd_detach(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
 /* 0, -ENOMEM, -EBUSY when a live region maps the same file (S33), or

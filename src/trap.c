@@ -13,8 +13,11 @@
  *   mprotect  PROT_NONE / the region's protection (read/write, or rwx for
  *             an adopted span that had it): works everywhere, splits
  *             VMAs (vm.max_map_count), SIGSEGV with SEGV_ACCERR.
- * A third one (userfaultfd, issue 15) is one more entry in backends[]:
- * callers only ever go through vr_trap_arm/disarm/attach/detach.
+ *   uffd      userfaultfd in missing mode with the SIGBUS feature
+ *             (trap-uffd.c): the hole punch itself traps, no VMA change,
+ *             SIGBUS with BUS_ADRERR on touch (fault.c's SIGBUS entry).
+ *             Never chosen automatically: only VRANGE_TRAP=uffd.
+ * Callers only ever go through vr_trap_arm/disarm/attach/detach.
  *
  * The backend is chosen once per process (under vr_global_lock, at the
  * first vr_ctx_new) by a probe, or forced by VRANGE_TRAP, and never
@@ -97,6 +100,30 @@ static int mprotect_disarm(struct vr_region *r, void *addr, size_t len)
 	return vr_mprotect(addr, len, r->prot) < 0 ? -errno : 0;
 }
 
+/* ---- userfaultfd (trap-uffd.c) ----
+ * Anonymous and adopted memory under the uffd backend: its never-touched
+ * pages are missing too, so missing-mode userfaultfd would trap them, and
+ * committing them all up front would defeat MAP_NORESERVE.  Those regions
+ * are trapped as under the guard backend (markers, when the probe found
+ * them working) or else with mprotect; their faults come as SIGSEGV.  The
+ * kind still frees the pages (frees_private is false): a MADV_DONTNEED
+ * after a guard install frees nothing more. */
+static bool uffd_anon_guard; /* set once by vr_trap_init, before use */
+
+static int uffd_arm(struct vr_region *r, void *addr, size_t len)
+{
+	if (r->fd >= 0)
+		return vr_uffd_arm(r, addr, len);
+	return uffd_anon_guard ? guard_arm(r, addr, len) : mprotect_arm(r, addr, len);
+}
+
+static int uffd_disarm(struct vr_region *r, void *addr, size_t len)
+{
+	if (r->fd >= 0)
+		return vr_uffd_disarm(r, addr, len);
+	return uffd_anon_guard ? guard_disarm(r, addr, len) : mprotect_disarm(r, addr, len);
+}
+
 /* in the order the automatic choice tries them */
 static const struct vr_trap_ops backends[] = {
 	{
@@ -112,6 +139,16 @@ static const struct vr_trap_ops backends[] = {
 		.name = "mprotect",
 		.arm = mprotect_arm,
 		.disarm = mprotect_disarm,
+	},
+	{
+		/* last: mprotect always works, so only VRANGE_TRAP=uffd picks it */
+		.id = VR_TRAP_UFFD,
+		.name = "uffd",
+		.probe = vr_uffd_probe,
+		.arm = uffd_arm,
+		.disarm = uffd_disarm,
+		.attach = vr_uffd_attach,
+		.detach = vr_uffd_detach,
 	},
 };
 
@@ -159,6 +196,8 @@ int vr_trap_init(void)
 			b = &backends[i];
 	if (!b)
 		return -EOPNOTSUPP;
+	if (b->id == VR_TRAP_UFFD)
+		uffd_anon_guard = guard_probe();
 	atomic_store_explicit(&backend, b, memory_order_release);
 	vr_dbg("trap backend: %s", b->name);
 	return 0;

@@ -94,7 +94,7 @@ static struct vr_ctx *sc_ctx(unsigned flags)
 	struct vr_ctx *c = NULL;
 	int rc = vr_ctx_new(flags, &c);
 	const char *t = getenv("VRANGE_TRAP");
-	if (rc == -EOPNOTSUPP && t && strcmp(t, "guard") == 0)
+	if (rc == -EOPNOTSUPP && vt_trap_optional(t))
 		_exit(77);
 	CK_EQ(rc, 0);
 	return c;
@@ -270,7 +270,7 @@ static const struct vt_scenario scenarios[] = {
 
 static void run_all_traps(const char *name)
 {
-	static const char *const traps[] = { "guard", "mprotect" };
+	static const char *const traps[] = { "guard", "mprotect", "uffd" };
 	for (size_t i = 0; i < 2; i++) {
 		int s = vt_run_scenario_trap(name, traps[i], NULL);
 		if (s != -77)

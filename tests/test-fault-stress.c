@@ -271,15 +271,14 @@ static void sc_stress(void)
 	struct vr_ctx *c = NULL;
 	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
 	const char *t = getenv("VRANGE_TRAP");
-	if (rc == -EOPNOTSUPP && t && strcmp(t, "guard") == 0) {
+	if (rc == -EOPNOTSUPP && vt_trap_optional(t)) {
 		fprintf(stderr, "guard backend not supported here: skip\n");
 		_exit(77);
 	}
 	CK_EQ(rc, 0);
 	G.c = c;
 	if (t)
-		CK_EQ(vr_trap_backend(),
-		      strcmp(t, "guard") == 0 ? VR_TRAP_GUARD : VR_TRAP_MPROTECT);
+		CK_EQ(vr_trap_backend(), vt_trap_id(t));
 	for (int ri = 0; ri < NREG; ri++) {
 		CK_EQ(vr_region_new(c, "vt-fstress", NCH * G.S, 0, &G.r[ri]), 0);
 		G.b[ri] = vr_region_base(G.r[ri]);
@@ -383,6 +382,12 @@ static void test_touch_during_purge_guard(void **state)
 	run_backend("guard");
 }
 
+static void test_touch_during_purge_uffd(void **state)
+{
+	(void)state;
+	run_backend("uffd");
+}
+
 int main(int argc, char **argv)
 {
 	/* the scenario sets its own alarm from VT_STRESS_SECONDS */
@@ -392,6 +397,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_touch_during_purge_mprotect),
 		cmocka_unit_test(test_touch_during_purge_guard),
+		cmocka_unit_test(test_touch_during_purge_uffd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,7 @@
 
 #define SC_TIMEOUT 20 /* seconds before a scenario dies of SIGALRM (= hang) */
 
-static const char *const traps[] = { "mprotect", "guard" };
+static const char *const traps[] = { "mprotect", "guard", "uffd" };
 #define NTRAPS (sizeof(traps) / sizeof(traps[0]))
 
 /* ------------------------------------------------------------------ */
@@ -58,8 +58,8 @@ static struct vr_ctx *sc_ctx(unsigned flags)
 	struct vr_ctx *c = NULL;
 	const char *t = getenv("VRANGE_TRAP");
 	int rc = vr_ctx_new(flags, &c);
-	if (rc == -EOPNOTSUPP && t && strcmp(t, "guard") == 0) {
-		fprintf(stderr, "guard trap backend not supported by this kernel: skip\n");
+	if (rc == -EOPNOTSUPP && t && (strcmp(t, "guard") == 0 || strcmp(t, "uffd") == 0)) {
+		fprintf(stderr, "%s trap backend not supported here: skip\n", t);
 		_exit(77);
 	}
 	CK_EQ(rc, 0);
@@ -68,6 +68,8 @@ static struct vr_ctx *sc_ctx(unsigned flags)
 		CK_EQ(vr_trap_backend(), VR_TRAP_GUARD);
 	else if (t && strcmp(t, "mprotect") == 0)
 		CK_EQ(vr_trap_backend(), VR_TRAP_MPROTECT);
+	else if (t && strcmp(t, "uffd") == 0)
+		CK_EQ(vr_trap_backend(), VR_TRAP_UFFD);
 	else
 		CK(vr_trap_backend() == VR_TRAP_GUARD || vr_trap_backend() == VR_TRAP_MPROTECT);
 	return c;
@@ -1407,14 +1409,15 @@ static void sc_segv_restart(void)
 
 /* an application handler installed after the first vr_ctx_new that chains
  * to the one it replaced (the library's): both paths keep working */
-static struct sigaction lib_sa;
+static struct sigaction lib_sa, lib_bus_sa;
 static volatile sig_atomic_t app_hits;
 
 static void app_chaining(int sig, siginfo_t *si, void *uc)
 {
+	struct sigaction *l = sig == SIGBUS ? &lib_bus_sa : &lib_sa;
 	app_hits++;
-	if (lib_sa.sa_flags & SA_SIGINFO)
-		lib_sa.sa_sigaction(sig, si, uc);
+	if (l->sa_flags & SA_SIGINFO)
+		l->sa_sigaction(sig, si, uc);
 	else
 		CK(0, "the replaced handler has no SA_SIGINFO");
 }
@@ -1432,6 +1435,10 @@ static void sc_chained_after(void)
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
 	CK_EQ(sigaction(SIGSEGV, &sa, &lib_sa), 0);
+	/* the userfaultfd trap is a SIGBUS: the library's handler for it is
+	 * chained to the same way (S32) */
+	if (vr_trap_backend() == VR_TRAP_UFFD)
+		CK_EQ(sigaction(SIGBUS, &sa, &lib_bus_sa), 0);
 	struct vr_region *r = busy_library(c, 4 * P);
 	uint8_t *b = vr_region_base(r);
 	CK(app_hits >= 1); /* the fault in busy_library went through it */

@@ -70,8 +70,7 @@ static _Atomic bool stop;
 static _Atomic unsigned long progress[NWORKERS + 1]; /* workers, then the purger */
 static size_t P;
 
-#define FAILF(...)                                                                                 \
-	vt_die(__FILE__, __LINE__, "", __VA_ARGS__)
+#define FAILF(...) vt_die(__FILE__, __LINE__, "", __VA_ARGS__)
 
 static uint64_t new_gen(struct worker *w)
 {
@@ -102,7 +101,8 @@ static void check_after_purged(const struct chunk *c)
 			pe = e;
 		const uint8_t *p = c->base + a;
 		if (!vt_all_zero(p, pe - a) && vt_check(p, a, pe - a, c->gen) != SIZE_MAX)
-			FAILF("after VR_PURGED, bytes [%zu,%zu) are neither zero nor the data", a, pe);
+			FAILF("after VR_PURGED, bytes [%zu,%zu) are neither zero nor the data", a,
+			      pe);
 		a = pe;
 	}
 }
@@ -199,7 +199,8 @@ static void status_one(struct worker *w, struct chunk *c)
 	if (st != VR_STATE_VOLATILE && st != (VR_STATE_VOLATILE | VR_STATE_PURGED))
 		FAILF("status of volatile chunk = %d", st);
 	if (c->known_purged && !(st & VR_STATE_PURGED))
-		FAILF("S6: purged state vanished without unmark (chunk [%zu,+%zu))", c->off, c->len);
+		FAILF("S6: purged state vanished without unmark (chunk [%zu,+%zu))", c->off,
+		      c->len);
 	if (st & VR_STATE_PURGED)
 		c->known_purged = true;
 }
@@ -365,8 +366,8 @@ static size_t make_chunks(struct vt_rng *rng, struct vr_region *r, struct chunk 
  * absorbs its unpurged neighbours and purging does not split), may be two
  * when both are purged, and are two when their states differ.
  */
-static void final_checks(struct worker *ws, size_t nw, struct purger *pg,
-			 struct chunk **all, size_t *nall, size_t nregions)
+static void final_checks(struct worker *ws, size_t nw, struct purger *pg, struct chunk **all,
+			 size_t *nall, size_t nregions)
 {
 	CK_EQ(vr_ctx_set_limit(ctx, 0), 0);
 	uint64_t vol = 0, pur = 0, lo = 0, hi = 0;
@@ -377,7 +378,8 @@ static void final_checks(struct worker *ws, size_t nw, struct purger *pg,
 			int st = vr_status(c->r, c->off, c->len);
 			CK(st >= 0);
 			CK(!!(st & VR_STATE_VOLATILE) == c->vol,
-			   "(chunk [%zu,+%zu) status %d, model vol %d)", c->off, c->len, st, c->vol);
+			   "(chunk [%zu,+%zu) status %d, model vol %d)", c->off, c->len, st,
+			   c->vol);
 			if (c->known_purged)
 				CK(st & VR_STATE_PURGED, "(S6: purged state lost)");
 			int cur = !c->vol ? -1 : (st & VR_STATE_PURGED) ? 1 : 0;
@@ -400,8 +402,9 @@ static void final_checks(struct worker *ws, size_t nw, struct purger *pg,
 	uint64_t s_vol = vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES);
 	uint64_t s_pur = vr_ctx_stat(ctx, VR_STAT_PURGED_BYTES);
 	uint64_t s_rng = vr_ctx_stat(ctx, VR_STAT_RANGES);
-	fprintf(stderr, "final: volatile %" PRIu64 "/%" PRIu64 " purged %" PRIu64 "/%" PRIu64
-			" ranges %" PRIu64 " in [%" PRIu64 ", %" PRIu64 "]\n",
+	fprintf(stderr,
+		"final: volatile %" PRIu64 "/%" PRIu64 " purged %" PRIu64 "/%" PRIu64
+		" ranges %" PRIu64 " in [%" PRIu64 ", %" PRIu64 "]\n",
 		s_vol, vol, s_pur, pur, s_rng, lo, hi);
 	CK_EQ(s_vol, vol);
 	CK_EQ(s_pur, pur);
@@ -426,7 +429,8 @@ static void final_checks(struct worker *ws, size_t nw, struct purger *pg,
 					check_after_purged(c);
 				} else {
 					CK_EQ(rc, VR_INTACT);
-					size_t bad = vt_check(c->base + c->off, c->off, c->len, c->gen);
+					size_t bad =
+						vt_check(c->base + c->off, c->off, c->len, c->gen);
 					CK(bad == SIZE_MAX, "(final: unpurged chunk lost byte %zu)",
 					   c->off + bad);
 				}
@@ -445,12 +449,15 @@ static void run(bool one_region)
 	vt_seed(&rng, seed);
 	int err = vr_ctx_new(VR_CTX_NO_MONITOR, &ctx);
 	if (err == -EOPNOTSUPP) {
-		fprintf(stderr, "skip: trap backend %s not available here\n", getenv("VRANGE_TRAP"));
+		fprintf(stderr, "skip: trap backend %s not available here\n",
+			getenv("VRANGE_TRAP"));
 		exit(77);
 	}
 	CK_EQ(err, 0);
 	fprintf(stderr, "trap backend: %s\n",
-		vr_trap_backend() == VR_TRAP_GUARD ? "guard" : "mprotect");
+		vr_trap_backend() == VR_TRAP_GUARD  ? "guard"
+		: vr_trap_backend() == VR_TRAP_UFFD ? "uffd"
+						    : "mprotect");
 
 	enum { MAXCH = 4096, BLK = 8 };
 	size_t nregions = one_region ? 1 : NWORKERS * 2;
@@ -515,9 +522,9 @@ static void run(bool one_region)
 		"%.1f s, %d workers, %zu regions, %zu chunks, %zu bytes: %lu marks, %lu unmarks "
 		"(%lu intact, %lu purged), %lu status; purger: %lu purges, %lu pressure, %lu "
 		"limits; stats: purges %" PRIu64 " reclaimed %" PRIu64 " skipped %" PRIu64 "\n",
-		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
-		NWORKERS, nregions, nch, total, marks, unmarks, intact, purged, st, pg.purges,
-		pg.pressure, pg.limits, vr_ctx_stat(ctx, VR_STAT_PURGES),
+		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, NWORKERS,
+		nregions, nch, total, marks, unmarks, intact, purged, st, pg.purges, pg.pressure,
+		pg.limits, vr_ctx_stat(ctx, VR_STAT_PURGES),
 		vr_ctx_stat(ctx, VR_STAT_RECLAIMED_BYTES), vr_ctx_stat(ctx, VR_STAT_SKIPPED));
 	CK(intact > 0 && purged > 0, "(the run exercised too little: %lu intact, %lu purged)",
 	   intact, purged);
@@ -580,9 +587,22 @@ static void test_one_region_mprotect(void **state)
 	run_scenario("one_region", "mprotect");
 }
 
+static void test_own_regions_uffd(void **state)
+{
+	(void)state;
+	run_scenario("own_regions", "uffd");
+}
+
+static void test_one_region_uffd(void **state)
+{
+	(void)state;
+	run_scenario("one_region", "uffd");
+}
+
 int main(int argc, char **argv)
 {
-	int rc = vt_scenario_dispatch(argc, argv, scenarios, sizeof(scenarios) / sizeof(scenarios[0]),
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]),
 				      stress_seconds() + 60);
 	if (rc >= 0)
 		return rc;
@@ -591,6 +611,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_own_regions_mprotect),
 		cmocka_unit_test(test_one_region_guard),
 		cmocka_unit_test(test_one_region_mprotect),
+		cmocka_unit_test(test_own_regions_uffd),
+		cmocka_unit_test(test_one_region_uffd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

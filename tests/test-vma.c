@@ -62,7 +62,8 @@ static long count_maps(const char *needle)
 		char *line = buf, *nl;
 		while ((nl = strchr(line, '\n'))) {
 			*nl = 0;
-			if (needle ? strstr(line, needle) != NULL : strstr(line, "[vsyscall]") == NULL)
+			if (needle ? strstr(line, needle) != NULL
+				   : strstr(line, "[vsyscall]") == NULL)
 				n++;
 			line = nl + 1;
 		}
@@ -112,8 +113,11 @@ static void open_ctx(void)
 		exit(77);
 	}
 	CK_EQ(err, 0);
-	guard = strcmp(want, "guard") == 0;
-	CK_EQ(vr_trap_backend(), guard ? VR_TRAP_GUARD : VR_TRAP_MPROTECT);
+	/* uffd traps memfd pages without touching the VMAs, like guard
+	 * markers (and anonymous memory with guard markers, trap.c) */
+	bool uffd = strcmp(want, "uffd") == 0;
+	guard = strcmp(want, "guard") == 0 || uffd;
+	CK_EQ(vr_trap_backend(), uffd ? VR_TRAP_UFFD : guard ? VR_TRAP_GUARD : VR_TRAP_MPROTECT);
 	fprintf(stderr, "backend %s, vm.max_map_count %ld, VMAs at start %ld\n", want,
 		max_map_count(), count_vmas());
 }
@@ -126,7 +130,8 @@ static void stamp(uint8_t *base, size_t pg, uint64_t gen)
 
 static bool stamped(const uint8_t *base, size_t pg, uint64_t gen)
 {
-	return vt_check(base + pg * P, pg * P, 8, gen) == SIZE_MAX && vt_all_zero(base + pg * P + 8, 8);
+	return vt_check(base + pg * P, pg * P, 8, gen) == SIZE_MAX &&
+	       vt_all_zero(base + pg * P + 8, 8);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -213,7 +218,8 @@ static void alt_setup_and_purge(void)
 	double t3 = now_s();
 	ssize_t n2 = vr_ctx_purge(ctx, SIZE_MAX);
 	double t4 = now_s();
-	uint64_t purged2 = st_get(VR_STAT_PURGES) - purged, skipped2 = st_get(VR_STAT_SKIPPED) - skipped;
+	uint64_t purged2 = st_get(VR_STAT_PURGES) - purged,
+		 skipped2 = st_get(VR_STAT_SKIPPED) - skipped;
 	fprintf(stderr,
 		"alt: second purge = %zd in %.2f s: purged %" PRIu64 ", skipped %" PRIu64
 		"; VMAs %ld\n",
@@ -277,8 +283,8 @@ static void alt_setup_and_purge(void)
 }
 
 /* a failed unmark changed nothing (S5) */
-static void check_unchanged(size_t off, size_t len, int st_before, uint64_t ranges,
-			    uint64_t vol, uint64_t pur)
+static void check_unchanged(size_t off, size_t len, int st_before, uint64_t ranges, uint64_t vol,
+			    uint64_t pur)
 {
 	CK_EQ(vr_status(alt_r, off, len), st_before);
 	CK_EQ(st_get(VR_STAT_RANGES), ranges);
@@ -312,7 +318,8 @@ static void sc_alt_each(void)
 			int st = vr_status(alt_r, pg * P, P);
 			if (st == 0)
 				continue; /* done in pass 0 */
-			uint64_t ranges = st_get(VR_STAT_RANGES), vol = st_get(VR_STAT_VOLATILE_BYTES),
+			uint64_t ranges = st_get(VR_STAT_RANGES),
+				 vol = st_get(VR_STAT_VOLATILE_BYTES),
 				 pur = st_get(VR_STAT_PURGED_BYTES);
 			int rc = vr_unmark(alt_r, pg * P, P);
 			if (rc < 0) {
@@ -325,19 +332,21 @@ static void sc_alt_each(void)
 			}
 			if (alt_purged[i]) {
 				CK_EQ(rc, VR_PURGED);
-				CK(vt_all_zero(alt_b + pg * P, 16), "(discarded page %zu not zero)", pg);
+				CK(vt_all_zero(alt_b + pg * P, 16), "(discarded page %zu not zero)",
+				   pg);
 				lost++;
 			} else {
 				CK_EQ(rc, VR_INTACT);
-				CK(stamped(alt_b, pg, GEN_REGION), "(skipped page %zu lost its data)",
-				   pg);
+				CK(stamped(alt_b, pg, GEN_REGION),
+				   "(skipped page %zu lost its data)", pg);
 				intact++;
 			}
 			CK_EQ(vr_status(alt_r, pg * P, P), 0);
 		}
 		if (pass == 0)
 			fprintf(stderr,
-				"alt_each: unmark one by one in %.2f s: %lu VR_PURGED, %lu VR_INTACT, "
+				"alt_each: unmark one by one in %.2f s: %lu VR_PURGED, %lu "
+				"VR_INTACT, "
 				"%lu errors (first %d)\n",
 				now_s() - t0, lost, intact, errs, first_err);
 	}
@@ -383,7 +392,7 @@ static void sc_alt_all(void)
 
 #define APP_TARGET_FREE 5500 /* VMAs left for the library: ~60000 used of 65530 */
 #define EAT_REGION_PAGES 16384
-#define BIG_PAGES 16   /* one 16-page range at pages [0, 16) */
+#define BIG_PAGES 16    /* one 16-page range at pages [0, 16) */
 #define PIECE_PG 18     /* a purged sub-page piece at the end of page 19 */
 #define SINGLES_FROM 32 /* one-page ranges at 32, 34, ... */
 
@@ -419,8 +428,9 @@ static void sc_app_eats(void)
 		prot++;
 	}
 	long v1 = count_vmas();
-	fprintf(stderr, "app_eats: application made %zu PROT_NONE holes: VMAs %ld -> %ld (%.2f s)\n",
-		prot, v0, v1, now_s() - t0);
+	fprintf(stderr,
+		"app_eats: application made %zu PROT_NONE holes: VMAs %ld -> %ld (%.2f s)\n", prot,
+		v0, v1, now_s() - t0);
 	CK(v1 >= maxmap - APP_TARGET_FREE - 16, "(the application could not eat the budget)");
 
 	struct vr_region *r;
@@ -438,7 +448,8 @@ static void sc_app_eats(void)
 	CK_EQ(vr_ctx_purge(ctx, 1), (ssize_t)(2 * P));
 	CK_EQ(vr_unmark(r, PIECE_PG * P, 2 * P - 100), VR_PURGED);
 	CK_EQ(vr_status(r, (PIECE_PG + 2) * P - 100, 100), VR_STATE_VOLATILE | VR_STATE_PURGED);
-	const uint64_t purged0 = st_get(VR_STAT_PURGES), reclaimed0 = st_get(VR_STAT_RECLAIMED_BYTES);
+	const uint64_t purged0 = st_get(VR_STAT_PURGES),
+		       reclaimed0 = st_get(VR_STAT_RECLAIMED_BYTES);
 	const uint64_t piece = 100;
 	CK_EQ(st_get(VR_STAT_PURGED_BYTES), piece);
 
@@ -512,15 +523,16 @@ static void sc_app_eats(void)
 		uint64_t sk0 = st_get(VR_STAT_SKIPPED), rc0 = st_get(VR_STAT_RECLAIMED_BYTES);
 		uint64_t pb0 = st_get(VR_STAT_PURGED_BYTES), rg0 = st_get(VR_STAT_RANGES);
 		int mrc = vr_mark(r, a, len);
-		uint64_t sk = st_get(VR_STAT_SKIPPED) - sk0, rcl = st_get(VR_STAT_RECLAIMED_BYTES) - rc0;
+		uint64_t sk = st_get(VR_STAT_SKIPPED) - sk0,
+			 rcl = st_get(VR_STAT_RECLAIMED_BYTES) - rc0;
 		fprintf(stderr,
 			"app_eats: mark over a purged piece at the limit = %d: reclaimed %" PRIu64
 			", skipped %" PRIu64 "\n",
 			mrc, rcl, sk);
 		CK_EQ(mrc, VR_PURGED);
 		CK_EQ(vr_status(r, a, len), VR_STATE_VOLATILE | VR_STATE_PURGED);
-		CK(rcl == 4 * P || (rcl == 0 && sk > 0), "(reclaimed %" PRIu64 ", skipped %" PRIu64 ")",
-		   rcl, sk);
+		CK(rcl == 4 * P || (rcl == 0 && sk > 0),
+		   "(reclaimed %" PRIu64 ", skipped %" PRIu64 ")", rcl, sk);
 		if (guard)
 			CK_EQ(rcl, 4 * P);
 		CK_EQ(st_get(VR_STAT_PURGED_BYTES), pb0 + 4 * P);
@@ -533,7 +545,8 @@ static void sc_app_eats(void)
 		for (size_t pg = PIECE_PG + 2; pg < PIECE_PG + 6; pg++) {
 			CK(vt_all_zero(b + pg * P, 16) || stamped(b, pg, GEN_REGION));
 			if (guard || rcl)
-				CK(vt_all_zero(b + pg * P, 16), "(discarded page %zu not zero)", pg);
+				CK(vt_all_zero(b + pg * P, 16), "(discarded page %zu not zero)",
+				   pg);
 			stamp(b, pg, GEN_REGION);
 		}
 	}
@@ -642,6 +655,9 @@ VMA_TEST(alt_all, guard)
 VMA_TEST(alt_all, mprotect)
 VMA_TEST(app_eats, guard)
 VMA_TEST(app_eats, mprotect)
+VMA_TEST(alt_each, uffd)
+VMA_TEST(alt_all, uffd)
+VMA_TEST(app_eats, uffd)
 
 /* the same budget on anonymous memory */
 static void test_app_eats_anon_mprotect(void **state)
@@ -652,15 +668,21 @@ static void test_app_eats_anon_mprotect(void **state)
 
 int main(int argc, char **argv)
 {
-	int rc = vt_scenario_dispatch(argc, argv, scenarios, sizeof(scenarios) / sizeof(scenarios[0]),
-				      120);
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]), 120);
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_alt_each_guard),   cmocka_unit_test(test_alt_each_mprotect),
-		cmocka_unit_test(test_alt_all_guard),    cmocka_unit_test(test_alt_all_mprotect),
-		cmocka_unit_test(test_app_eats_guard),   cmocka_unit_test(test_app_eats_mprotect),
+		cmocka_unit_test(test_alt_each_guard),
+		cmocka_unit_test(test_alt_each_mprotect),
+		cmocka_unit_test(test_alt_all_guard),
+		cmocka_unit_test(test_alt_all_mprotect),
+		cmocka_unit_test(test_app_eats_guard),
+		cmocka_unit_test(test_app_eats_mprotect),
 		cmocka_unit_test(test_app_eats_anon_mprotect),
+		cmocka_unit_test(test_alt_each_uffd),
+		cmocka_unit_test(test_alt_all_uffd),
+		cmocka_unit_test(test_app_eats_uffd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

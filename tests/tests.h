@@ -20,6 +20,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,6 +100,28 @@ static inline int vt_count_dir(const char *path)
 static inline int vt_count_fds(void)
 {
 	return vt_count_dir("/proc/self/fd") - 1;
+}
+
+/* VRANGE_TRAP values that a system may not support (vr_ctx_new then
+ * fails with -EOPNOTSUPP, and the scenario skips) */
+static inline bool vt_trap_optional(const char *t)
+{
+	return t && (strcmp(t, "guard") == 0 || strcmp(t, "uffd") == 0);
+}
+
+/* the vr_trap_backend() value that VRANGE_TRAP=t forces */
+static inline int vt_trap_id(const char *t)
+{
+	return strcmp(t, "guard") == 0  ? VR_TRAP_GUARD
+	       : strcmp(t, "uffd") == 0 ? VR_TRAP_UFFD
+					: VR_TRAP_MPROTECT;
+}
+
+/* fds a memfd region holds: its memfd, plus its userfaultfd under the
+ * uffd trap backend (valid once a ctx exists) */
+static inline int vt_region_fds(void)
+{
+	return vr_trap_backend() == VR_TRAP_UFFD ? 2 : 1;
 }
 
 static inline int vt_count_threads(void)
@@ -292,7 +315,7 @@ static inline int vt_run_scenario_trap(const char *name, const char *trap, const
 		int vt_st_ = (st);                                                                 \
 		if (!(vt_st_ != -1 && WIFEXITED(vt_st_) && WEXITSTATUS(vt_st_) == 0))              \
 			fail_msg("scenario: status 0x%x (%s %d)", vt_st_,                          \
-				 WIFSIGNALED(vt_st_) ? "signal" : "exit",                           \
+				 WIFSIGNALED(vt_st_) ? "signal" : "exit",                          \
 				 WIFSIGNALED(vt_st_) ? WTERMSIG(vt_st_) : WEXITSTATUS(vt_st_));    \
 	} while (0)
 
@@ -300,7 +323,7 @@ static inline int vt_run_scenario_trap(const char *name, const char *trap, const
 	do {                                                                                       \
 		int vt_st_ = (st);                                                                 \
 		if (!(vt_st_ != -1 && WIFSIGNALED(vt_st_) && WTERMSIG(vt_st_) == (sig)))           \
-			fail_msg("scenario: expected signal %d, status 0x%x", (sig), vt_st_);     \
+			fail_msg("scenario: expected signal %d, status 0x%x", (sig), vt_st_);      \
 	} while (0)
 
 #endif

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * trap-uffd.c - the userfaultfd trap backend (VR_TRAP_UFFD, API S32)
+ *
+ * Each memfd region registers its whole mapping once (attach) with a
+ * userfaultfd of its own, opened with UFFD_USER_MODE_ONLY (no privilege
+ * needed) and the UFFD_FEATURE_SIGBUS feature, in missing mode: a user
+ * access to a page that is not in the memfd's page cache then raises
+ * SIGBUS BUS_ADRERR at the exact address instead of allocating a zero
+ * page.  So:
+ *   arm      nothing: the hole that the kind punches (kind.c) is the trap;
+ *   disarm   fallocate(0) on the memfd span: the pages are present again
+ *            (zeros), under the region lock, before the map says "unmarked";
+ *   attach   fallocate(0) on the whole file first: a never-written page
+ *            is a hole too, and must not trap (nor make a system call
+ *            fail with EFAULT: USER_MODE_ONLY leaves kernel accesses to
+ *            a missing page with EFAULT, which is S14 for discarded pages
+ *            and must never happen to non-volatile ones).  Under this
+ *            backend a region's memory is therefore committed when it is
+ *            created, like memory that was written once.
+ *   detach   close the userfaultfd (the munmap unregisters).
+ * No VMA is split and a purge makes no trap system call: it is the punch.
+ *
+ * Anonymous and adopted regions are not registered: trap.c traps them
+ * with guard markers or mprotect (SIGSEGV) under this backend, see there.
+ *
+ * In a fork child an inherited region's userfaultfd still refers to the
+ * parent's memory: the child only closes it (detach, inherited), and never
+ * uses it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "inject.h"
+#include "private.h"
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+/* a userfaultfd with the SIGBUS feature, or -errno */
+static int uffd_open(void)
+{
+#ifdef SYS_userfaultfd
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	if (fd < 0)
+		return -errno;
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_SIGBUS };
+	if (ioctl(fd, UFFDIO_API, &api) < 0 || !(api.features & UFFD_FEATURE_SIGBUS)) {
+		int err = errno ? -errno : -EOPNOTSUPP;
+		close(fd);
+		return err;
+	}
+	return fd;
+#else
+	return -ENOSYS;
+#endif
+}
+
+static int uffd_register(int uffd, void *addr, size_t len)
+{
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)addr, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	return ioctl(uffd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
+}
+
+/* userfaultfd allowed (no seccomp filter, no sysctl against it) and able
+ * to register a shared memfd mapping in missing mode */
+bool vr_uffd_probe(void)
+{
+	size_t pg = (size_t)1 << vr_page_shift();
+	bool ok = false;
+	int uffd = uffd_open();
+	if (uffd < 0)
+		return false;
+	int fd = memfd_create("vrange-probe", MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)pg) == 0) {
+		void *m = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED) {
+			ok = uffd_register(uffd, m, pg) == 0;
+			munmap(m, pg);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	close(uffd);
+	return ok;
+}
+
+int vr_uffd_attach(struct vr_region *r)
+{
+	r->trap_fd = -1;
+	if (r->fd < 0)
+		return 0; /* anonymous or adopted: trap.c */
+	/* every page present before the registration: from then on a hole
+	 * traps.  KEEP_SIZE: the size is the caller's (from_fd). */
+	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)r->size) < 0)
+		return -errno;
+	int uffd = uffd_open();
+	if (uffd < 0)
+		return uffd;
+	int err = uffd_register(uffd, r->base, r->map_size);
+	if (err < 0) {
+		close(uffd);
+		return err;
+	}
+	r->trap_fd = uffd;
+	return 0;
+}
+
+void vr_uffd_detach(struct vr_region *r, bool inherited)
+{
+	(void)inherited; /* the munmap (kind release) unregisters */
+	if (r->trap_fd >= 0)
+		close(r->trap_fd);
+	r->trap_fd = -1;
+}
+
+int vr_uffd_arm(struct vr_region *r, void *addr, size_t len)
+{
+	(void)r;
+	(void)addr;
+	(void)len;
+	return 0; /* the punch is the trap */
+}
+
+int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len)
+{
+	off_t off = (off_t)((uint8_t *)addr - r->base);
+	return vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, off, (off_t)len) < 0 ? -errno : 0;
+}
