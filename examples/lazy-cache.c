@@ -9,8 +9,8 @@
  * touches a page that a purge discarded, the library calls the region's
  * fault handler (vr_region_set_fault_handler) in that thread; the handler
  * decompresses the block again into a buffer, writes it into the still
- * trapped pages with vr_region_fill(), unmarks the range (which restores
- * access), marks it volatile again and returns VR_FAULT_RETRY, and the
+ * trapped pages and unmarks the range (restoring access) in one call,
+ * vr_unmark_fill(), marks it volatile again and returns VR_FAULT_RETRY, and the
  * read goes on as if nothing had happened.  Other threads touching the
  * block meanwhile wait for the handler and then read the rebuilt data:
  * nobody ever reads zeros, and each purge costs one rebuild.  Without a
@@ -92,9 +92,7 @@ static int rebuild(struct vr_region *r, size_t off, size_t len, void *fault_addr
 	 * reader is single-threaded, a threaded one would use a per-thread
 	 * buffer (handlers of different blocks may run at once) */
 	decompress(id, scratch);
-	if (vr_region_fill(r, off, scratch, len) < 0)
-		return VR_FAULT_SIGBUS;
-	if (vr_unmark(r, off, len) < 0) /* restores access; returns VR_PURGED */
+	if (vr_unmark_fill(r, off, len, scratch) < 0) /* writes, then restores access */
 		return VR_FAULT_SIGBUS;
 	if (vr_mark(r, off, len) < 0) /* volatile again, now the youngest */
 		return VR_FAULT_SIGBUS;

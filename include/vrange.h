@@ -605,10 +605,12 @@ int vr_unmark_ptr(void *addr, size_t len);
  * @arg: the pointer given to vr_region_set_fault_handler()
  *
  * Runs in signal context in the faulting thread.  The pattern that never
- * shows zeros to other threads: regenerate the data into a buffer, write
- * it with vr_region_fill(r, off, buf, len) while the pages still trap,
- * then vr_unmark(r, off, len) (which returns VR_PURGED and restores
- * access), and return VR_FAULT_RETRY.  Threads that fault on the same
+ * shows zeros to other threads: regenerate the data into a buffer, then
+ * vr_unmark_fill(r, off, len, buf), which writes it while the pages still
+ * trap and restores access in one step (returns VR_PURGED), and return
+ * VR_FAULT_RETRY.  (vr_region_fill() followed by vr_unmark() is not the
+ * same: another thread may regenerate, re-mark and purge the range in
+ * between, and the restore would then uncover the new hole.)  Threads that fault on the same
  * range while a handler runs for it wait until that handler returns and
  * then re-run their access, so with this pattern the data is regenerated
  * once per purge, however many threads touch it, and nobody reads zeros.
@@ -673,6 +675,34 @@ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg);
  * fault handler.
  */
 int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len);
+
+/**
+ * vr_unmark_fill - write data into [off, off + len), then unmark it, as
+ * one step
+ * @r: the region
+ * @off: first byte
+ * @len: bytes, > 0; the interval must lie inside the region
+ * @src: @len bytes of data
+ *
+ * Writes @src through the region's memfd (as vr_region_fill()) and makes
+ * the interval non-volatile (as vr_unmark()) under one hold of the region
+ * lock, so no purge can come between the two: when it returns, the
+ * interval holds @src and is readable, and no thread ever read zeros in
+ * it while the pages trapped.  This is the fault handler's call for lazy
+ * regeneration (vr_fault_fn).  Bytes of the interval on pages it shares
+ * with other bytes of a purged range are written too.
+ *
+ * Returns: as vr_unmark() (VR_PURGED if any byte of the interval lay in a
+ * purged range, else VR_INTACT); -EINVAL for bad arguments or NULL @src;
+ * -EBADF for anonymous memory (no file: unmark, then write through the
+ * mapping); -EDEADLK (as vr_mark()); or the negative errno of pwrite
+ * (then nothing changed in the volatility state; the bytes written may
+ * have changed).
+ * Since: 0.2
+ * Context: takes the region lock; system calls; may be called from a
+ * fault handler.
+ */
+int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const void *src);
 
 /** Trap backends reported by vr_trap_backend(). */
 enum vr_trap {

@@ -407,16 +407,9 @@ _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 }
 
 /* ---- filling discarded pages before access is restored ---- */
-_export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
+/* pwrite all of [off, off + len) through the region's file; 0 or -errno */
+static int fill_file(struct vr_region *r, size_t off, const void *src, size_t len)
 {
-	int rc = check_span(r, off, len);
-	if (rc < 0)
-		return rc;
-	if (!src)
-		return -EINVAL;
-	if (r->fd < 0)
-		return -EBADF; /* anonymous memory: no file to write through */
-	/* through the file, not the mapping: the pages may be trapped */
 	const uint8_t *p = src;
 	while (len > 0) {
 		ssize_t n = pwrite(r->fd, p, len, (off_t)off);
@@ -429,6 +422,43 @@ _export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, si
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+_export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	if (!src)
+		return -EINVAL;
+	if (r->fd < 0)
+		return -EBADF; /* anonymous memory: no file to write through */
+	/* through the file, not the mapping: the pages may be trapped */
+	return fill_file(r, off, src, len);
+}
+
+/* Fill and unmark under one hold of the region lock: no purge can come
+ * between the write and the restore of access.  (A fault handler that
+ * calls vr_region_fill() and then vr_unmark() can lose that race when
+ * its range was regenerated, marked and purged again by others in
+ * between: the restore would then uncover the new hole.) */
+_export_ int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const void *src)
+{
+	int rc = check_span(r, off, len);
+	if (rc < 0)
+		return rc;
+	if (!src)
+		return -EINVAL;
+	if (r->fd < 0)
+		return -EBADF;
+	if (vr_held(&r->lock))
+		return -EDEADLK;
+	vr_region_lock(r);
+	rc = fill_file(r, off, src, len);
+	if (rc == 0)
+		rc = unmark_locked(r, off, off + len);
+	vr_region_unlock(r);
+	return rc;
 }
 
 /* ---- pointer style ---- */
