@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap.h"
 #include "inject.h"
 #include "obj.h"
 
@@ -124,22 +125,7 @@ int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age)
 }
 
 /* ---- the requeue heap, ordered by age; rq_lock held ---- */
-static void rq_sift_down(struct lentry *h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		if (l < n && h[l].age < h[m].age)
-			m = l;
-		if (l + 1 < n && h[l + 1].age < h[m].age)
-			m = l + 1;
-		if (m == i)
-			return;
-		struct lentry t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
-}
+VR_AGE_HEAP(rq, struct lentry)
 
 static void rq_publish(struct vr_objs *os)
 {

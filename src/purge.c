@@ -29,6 +29,7 @@
 
 #include "inject.h"
 #include "kind.h"
+#include "heap.h"
 #include "private.h"
 
 /* trap generations come from one process-wide sequence, so that a value
@@ -145,22 +146,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	return (int64_t)(p1 - p0);
 }
 
-static void sift_down(struct vr_cand *h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		if (l < n && h[l].age < h[m].age)
-			m = l;
-		if (l + 1 < n && h[l + 1].age < h[m].age)
-			m = l + 1;
-		if (m == i)
-			return;
-		struct vr_cand t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
-}
+VR_AGE_HEAP(cand, struct vr_cand)
 
 static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint64_t reclaimed)
 {
@@ -175,16 +161,6 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
  * the bytes reclaimed.  A step may move an entry to another object source
  * (the requeue heap), so sources that were empty are looked at again
  * after each step; *in has a bit per object source present in the heap. */
-static void sift_up(struct vr_cand *h, size_t i)
-{
-	while (i > 0 && h[(i - 1) / 2].age > h[i].age) {
-		struct vr_cand t = h[i];
-		h[i] = h[(i - 1) / 2];
-		h[(i - 1) / 2] = t;
-		i = (i - 1) / 2;
-	}
-}
-
 static void obj_fill(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
 {
 	size_t nobj = vr_obj_nsources(c);
@@ -193,7 +169,7 @@ static void obj_fill(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *
 		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(c, i)) == UINT64_MAX)
 			continue;
 		h[*nh] = (struct vr_cand){ age, NULL, i };
-		sift_up(h, (*nh)++);
+		cand_sift_up(h, (*nh)++);
 		*in |= 1ull << i;
 	}
 }
@@ -212,7 +188,7 @@ static uint64_t obj_step(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64
 		h[0] = h[--*nh];
 		*in &= ~(1ull << src);
 	}
-	sift_down(h, *nh, 0);
+	cand_sift_down(h, *nh, 0);
 	obj_fill(c, h, nh, in);
 	return got;
 }
@@ -278,7 +254,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	}
 	vr_unlock(&c->lock);
 	for (size_t i = nh / 2; i-- > 0;)
-		sift_down(h, nh, i);
+		cand_sift_down(h, nh, i);
 	uint64_t in = 0; /* object sources in the heap (at most 64) */
 	obj_fill(c, h, &nh, &in);
 
@@ -293,7 +269,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 		if (!rg) {
 			vr_region_unlock(r);
 			h[0] = h[--nh];
-			sift_down(h, nh, 0);
+			cand_sift_down(h, nh, 0);
 			continue;
 		}
 		uint64_t age = vr_range_age(rg);
@@ -301,7 +277,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			/* stale key: another region holds an older range */
 			vr_region_unlock(r);
 			h[0].age = age;
-			sift_down(h, nh, 0);
+			cand_sift_down(h, nh, 0);
 			continue;
 		}
 		int64_t got = purge_range(r, rg);
@@ -317,7 +293,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 		vr_region_unlock(r);
 		if (!rg)
 			h[0] = h[--nh];
-		sift_down(h, nh, 0);
+		cand_sift_down(h, nh, 0);
 	}
 	/* nothing purgeable is left (the loop ran dry): remember it, so that
 	 * limit checks of marks that add nothing purgeable skip the walk over
