@@ -99,7 +99,6 @@ struct vr_ctx {
 	pthread_mutex_t lock;
 	struct vr_region *regions; /* protected by lock; doubly linked */
 	size_t nregions;           /* protected by lock */
-	uint64_t purge_gen;        /* protected by purge_lock */
 	struct vr_cand *heap;      /* protected by purge_lock: room for every region */
 	size_t heap_cap;           /* protected by purge_lock */
 	_Atomic bool limit_stuck;  /* the last purge could not reach its goal */
