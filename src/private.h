@@ -248,6 +248,7 @@ enum vr_purge_goal {
 ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 /* room in the purge heap for n regions; called with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
+void vr_purge_init(void); /* at every vr_ctx_new */
 void vr_purge_atfork_child(void);
 
 /* ---- trap.c: backends ---- */

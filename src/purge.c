@@ -38,13 +38,19 @@
  * is never seen twice, even in a region created at a reused address (the
  * fault path's re-fault bound compares them) */
 static _Atomic uint64_t trap_seq;
-/* purge generations (vr_purge_lru): this process's pid (read once, and
- * again in a fork child: no system call per purge, S16) and a counter */
+/* purge generations (vr_purge_lru): this process's pid (read at every
+ * vr_ctx_new and in a fork child: no system call per purge, S16) and a
+ * counter */
 static _Atomic uint64_t gen_seq, gen_pid;
+
+void vr_purge_init(void)
+{
+	atomic_store(&gen_pid, (uint64_t)getpid());
+}
 
 void vr_purge_atfork_child(void)
 {
-	atomic_store(&gen_pid, 0);
+	vr_purge_init();
 }
 
 uint64_t vr_trap_gen_next(void)
@@ -254,10 +260,6 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	 * purge cursor (range-lru.c) is in its state, and a purge by another
 	 * process must not continue this one's pass */
 	uint64_t pid = atomic_load_explicit(&gen_pid, memory_order_relaxed);
-	if (!pid) {
-		pid = (uint64_t)getpid();
-		atomic_store_explicit(&gen_pid, pid, memory_order_relaxed);
-	}
 	uint64_t gen =
 		pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
 
