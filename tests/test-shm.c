@@ -236,6 +236,7 @@ static void test_shm_in_process(void **state)
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_PURGES), 0); /* what c did */
 	assert_int_equal(vr_ctx_stat(c2, VR_STAT_PURGES), 1);
 	/* the region that counted the file goes; the other one counts it */
+	int fd2 = vr_region_fd(r2);
 	vr_region_destroy(r1);
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 1);
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_PURGED_BYTES), 4 * P);
@@ -243,6 +244,35 @@ static void test_shm_in_process(void **state)
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 0);
 	assert_int_equal(vr_ctx_stat(c2, VR_STAT_RANGES), 0);
 	assert_true(vt_all_zero(vr_region_base(r2), 4 * P));
+	/* fork: the child only destroys its inherited regions (S18) and
+	 * joins anew (S33), which sees the parent's state */
+	assert_int_equal(vr_mark(r2, 8 * P, P), VR_INTACT);
+	int keep = dup(fd2); /* destroying the inherited region closes fd2 */
+	assert_true(keep >= 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct vr_ctx *cc;
+		struct vr_region *rc2;
+		if (vr_mark(r2, 0, P) != -EINVAL)
+			_exit(2);
+		vr_region_destroy(r2);
+		vr_ctx_destroy(c2);
+		if (vr_ctx_new(VR_CTX_NO_MONITOR, &cc) != 0 ||
+		    vr_region_from_fd(cc, keep, 0, &rc2) != 0)
+			_exit(3);
+		if (vr_status(rc2, 8 * P, P) != VR_STATE_VOLATILE ||
+		    vr_unmark(rc2, 8 * P, P) != VR_INTACT)
+			_exit(4);
+		vr_ctx_destroy(cc);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(vr_status(r2, 8 * P, P), 0); /* the child's unmark */
+	close(keep);
 	/* last call wins: marked twice, one unmark makes it non-volatile */
 	assert_int_equal(vr_mark(r2, 0, P), VR_INTACT);
 	assert_int_equal(vr_mark(r3, 0, P), VR_INTACT);
