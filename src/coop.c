@@ -51,9 +51,9 @@ struct vr_coop_member {
 	int start_err;          /* M_FAILED: why */
 	pid_t pid, tid;         /* written by the listener before M_RUNNING */
 	uint64_t start;         /* the listener thread's start time */
-	/* listener thread only */
-	uint32_t done;    /* the newest request applied */
-	bool need_resync; /* missed requests: ops->resync still to run */
+	/* written by the listener only; atomics for vr_coop_caught_up */
+	_Atomic uint32_t done;    /* the newest request applied */
+	_Atomic bool need_resync; /* missed requests: ops->resync still to run */
 };
 
 /* ---- small helpers ---- */
@@ -91,13 +91,13 @@ static uint64_t now_ns(void)
 static void futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t ns, bool shared)
 {
 	struct timespec t = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, val, &t,
-		NULL, 0);
+	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, val, &t, NULL,
+		0);
 }
 static void futex_wake(_Atomic uint32_t *w, bool shared)
 {
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX,
-		NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+		NULL, 0);
 }
 
 /* state letter and start time (field 22) of a /proc stat file: 0,
@@ -217,9 +217,8 @@ static int claim(struct vr_coop_member *m)
 					continue;
 			}
 			uint32_t gen = w_gen(w) + 1;
-			if (!atomic_compare_exchange_strong(&sl->word, &w,
-							    mkword((uint32_t)m->pid, gen,
-								   SLOT_CLAIMING)))
+			if (!atomic_compare_exchange_strong(
+				    &sl->word, &w, mkword((uint32_t)m->pid, gen, SLOT_CLAIMING)))
 				continue;
 			atomic_store(&sl->tid, m->tid);
 			atomic_store(&sl->start, m->start);
@@ -290,8 +289,8 @@ gap:
 	while (!read_req(c, s, &q) && !atomic_load(&m->stop));
 	if (atomic_load(&m->stop))
 		return;
+	m->need_resync = true; /* before done moves: never caught up meanwhile */
 	apply(m, s, &q);
-	m->need_resync = true;
 }
 
 static void serve(struct vr_coop_member *m)
@@ -301,11 +300,11 @@ static void serve(struct vr_coop_member *m)
 		int i = atomic_load(&m->slot);
 		if (atomic_load(&c->slot[i].word) != atomic_load(&m->token)) {
 			/* dropped while alive (coop.h DEATH): claim again */
+			m->need_resync = true;
 			if (claim(m) < 0) {
 				futex_wait(&c->seq, m->done, 100000000u, true);
 				continue;
 			}
-			m->need_resync = true;
 		}
 		uint32_t s = atomic_load(&c->seq);
 		if (s != m->done) {
@@ -418,6 +417,11 @@ void vr_coop_leave_inherited(struct vr_coop_member *m)
 bool vr_coop_pending(const struct vr_coop_member *m)
 {
 	return atomic_load(&m->c->seq) != m->done || atomic_load(&m->stop);
+}
+
+bool vr_coop_caught_up(const struct vr_coop_member *m)
+{
+	return atomic_load(&m->done) == atomic_load(&m->c->seq) && !atomic_load(&m->need_resync);
 }
 
 int vr_coop_count(const struct vr_coop *c)

@@ -74,7 +74,8 @@
  *   present again.  So a stopped-then-resumed mapper may, until it caught
  *   up, hold markers on bytes that are no longer purged (its fault path
  *   must treat a trap on a non-purged page as stale: disarm and retry),
- *   but it never lacks a marker on a purged byte.  While it is stopped,
+ *   but it never lacks a marker on a purged byte (vr_coop_caught_up says
+ *   when the stale ones are gone).  While it is stopped,
  *   every purge of the file is skipped (each costs the timeout).
  *
  * DEATH
@@ -250,6 +251,26 @@ int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint
  * Context: the member's listener thread only; lock-free.
  */
 bool vr_coop_pending(const struct vr_coop_member *m) _nonnull_();
+
+/*
+ * vr_coop_caught_up - this member's markers follow every request posted
+ * @m: a member of this process
+ *
+ * For the fault path: a trap on a page the shared state says is not
+ * purged may be a stale marker of a listener that is catching up (see
+ * CATCHING UP).  The faulting thread must not disarm it itself (a
+ * request to arm that page may be in flight); it waits, without the
+ * region lock (the listener's resync may wait for an even seqlock),
+ * until this returns true, then runs the access again: a member caught
+ * up holds markers exactly on purged pages (or on pages of a purge in
+ * progress, which the seqlock already makes it wait for).
+ *
+ * Returns: true when the listener applied the newest request posted and
+ *   has no resync outstanding.
+ * Since: 0.2
+ * Context: any thread; async-signal-safe (three atomic loads).
+ */
+bool vr_coop_caught_up(const struct vr_coop_member *m) _nonnull_();
 
 /*
  * vr_coop_count - live mapper slots
