@@ -253,6 +253,8 @@ static void apply(struct vr_coop_member *m, uint32_t s, const struct req *q)
 		r = m->ops->arm(m->arg, q->off, q->len);
 	else if (q->op == VR_COOP_DISARM)
 		r = m->ops->disarm(m->arg, q->off, q->len);
+	else if (q->op == VR_COOP_RESYNC)
+		m->need_resync = true; /* run by serve() once nothing is pending */
 	else
 		r = -EINVAL;
 	if (r < 0 && q->op != VR_COOP_ARM)
@@ -461,9 +463,11 @@ static int unanswered(struct vr_coop *c, int self, uint32_t s, bool check, int *
 int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint64_t off,
 		    uint64_t len, int timeout_ms)
 {
-	if ((op != VR_COOP_ARM && op != VR_COOP_DISARM) || timeout_ms < 0)
+	if (op < VR_COOP_ARM || op > VR_COOP_RESYNC || timeout_ms < 0)
 		return -EINVAL;
 	int me = self ? atomic_load(&self->slot) : -1;
+	if (me >= 0 && atomic_load(&c->slot[me].word) != atomic_load(&self->token))
+		me = -1; /* our slot was lost: our listener serves this one too */
 	uint32_t s = post(c, me + 1, op, off, len);
 	uint64_t t = now_ns(), deadline = t + (uint64_t)timeout_ms * 1000000u;
 	uint64_t step = 1000000u, next_check = t + step;

@@ -84,7 +84,11 @@
  *   entry that no sequence number points to (the next requester rewrites
  *   it) or a published request nobody was woken for (the next request's
  *   wake-up makes every listener apply both; listeners also wake once a
- *   second on their own).  Listeners never wait for a requester.  A
+ *   second on their own).  A requester killed between its ARM and the
+ *   publication of the purge leaves markers on bytes never purged in
+ *   every mapper: the repair (the next locker, on EOWNERDEAD) posts
+ *   VR_COOP_RESYNC and resyncs its own mapping.  Listeners never wait
+ *   for a requester.  A
  *   listener (or its process) killed mid-request is found dead by the
  *   requester's liveness check; the wait is bounded by the timeout in any
  *   case.  A slot dropped while its owner lives (a pid namespace
@@ -111,6 +115,7 @@
 enum vr_coop_op {
 	VR_COOP_ARM = 1, /* install guard markers on [off, off + len) */
 	VR_COOP_DISARM,  /* remove them */
+	VR_COOP_RESYNC,  /* run ops->resync (off, len unused): after a repair */
 };
 
 struct vr_coop_member; /* this process's membership: private memory */
@@ -221,19 +226,22 @@ void vr_coop_leave_inherited(struct vr_coop_member *m);
  *   listener skips the request (the caller applies op to its own mapping
  *   itself); NULL when the caller is not a member (a listener of the
  *   caller's process then applies op like any other)
- * @op: VR_COOP_ARM or VR_COOP_DISARM
+ * @op: VR_COOP_ARM, VR_COOP_DISARM or VR_COOP_RESYNC
  * @off, @len: passed to the mappers' ops as they are
  * @timeout_ms: how long to wait for answers; 0: post, wake, return
  *
  * One caller at a time per coop (see REQUESTS).  Each live mapper
  * applies the requests in the order posted, so a DISARM posted with a
  * timeout of 0 is applied by every mapper before any later request.
- * Mappers found dead are dropped from the table.
+ * Mappers found dead are dropped from the table.  VR_COOP_RESYNC is
+ * acknowledged when the listener has taken it: its resync runs after,
+ * once no request is pending (so after the caller drops the region lock,
+ * if resync waits for an even seqlock).
  *
  * Returns: 0 when every other live mapper applied op; else the number
  *   that did not (timed out, or their op failed): for VR_COOP_ARM the
  *   caller must then skip the purge and post VR_COOP_DISARM for the same
- *   range; -EINVAL for another op.
+ *   range; -EINVAL for another op or a negative timeout.
  * Since: 0.2
  * Context: blocks up to timeout_ms (futex waits); allocates nothing;
  *   never from a listener's op; not async-signal-safe.

@@ -447,8 +447,17 @@ static void test_killed_requester(void **state)
 	kill(r, SIGKILL);
 	waitpid(r, NULL, 0);
 	fleet_pause(&f, 1, false);
-	/* the repair (the lead's): the purge did not happen, undo the arm */
-	assert_int_equal(vr_coop_request(f.c, NULL, VR_COOP_DISARM, 8 * f.pg, f.pg, 10000), 0);
+	/* page 8 was armed, never published: the repair has everyone resync */
+	expect_marks(&f, 0, 1u << 8);
+	atomic_fetch_add(&f.map->seq, 1);
+	assert_int_equal(vr_coop_request(f.c, NULL, VR_COOP_RESYNC, 0, 0, 10000), 0);
+	atomic_fetch_add(&f.map->seq, 1);
+	for (int i = 0; i < 2; i++) {
+		for (int t = 0; t < 2000 && !ask(&f, i, 'c'); t++)
+			usleep(5000);
+		assert_int_equal(ask(&f, i, 'r'), 1);
+		expect_marks(&f, i, 0);
+	}
 	assert_int_equal(purge(&f, 10, 1, 10000), 0);
 	/* killed inside the post: entry s + 1 half written, seq still s */
 	uint32_t s = atomic_load(&f.c->seq);
@@ -465,10 +474,11 @@ static void test_killed_requester(void **state)
 	atomic_store(&e->len, f.pg);
 	atomic_store(&e->seq, s + 1);
 	atomic_store(&f.c->seq, s + 1);
+	atomic_fetch_or(&f.map->bits, 1u << 12);
 	assert_int_equal(purge(&f, 13, 1, 10000), 0);
 	for (int i = 0; i < 2; i++) {
 		expect_marks(&f, i, 1u << 10 | 1u << 11 | 1u << 12 | 1u << 13);
-		assert_int_equal(ask(&f, i, 'r'), 0); /* replayed, no resync */
+		assert_int_equal(ask(&f, i, 'r'), 1); /* replayed, no other resync */
 	}
 	fleet_stop(&f);
 }
@@ -613,6 +623,7 @@ static void test_bad_args(void **state)
 	static struct vr_coop c; /* zero: the empty state */
 	assert_int_equal(vr_coop_count(&c), 0);
 	assert_int_equal(vr_coop_request(&c, NULL, 0, 0, 4096, 0), -EINVAL);
+	assert_int_equal(vr_coop_request(&c, NULL, VR_COOP_RESYNC + 1, 0, 4096, 0), -EINVAL);
 	assert_int_equal(vr_coop_request(&c, NULL, VR_COOP_ARM, 0, 4096, -1), -EINVAL);
 	assert_int_equal(vr_coop_request(&c, NULL, VR_COOP_ARM, 0, 4096, 1000), 0);
 	vr_coop_leave(NULL);
