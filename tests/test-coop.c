@@ -483,6 +483,79 @@ static void test_killed_requester(void **state)
 	fleet_stop(&f);
 }
 
+/* random purges, unmarks, stops and resumes with short timeouts: after
+ * every purge that went through, a mapper checked has the marker; at the
+ * end, once all caught up, every mapper's markers are exactly the purged
+ * pages (never stale ones, never missing ones) */
+static void test_random_schedule(void **state)
+{
+	(void)state;
+	enum { N = 4, STEPS = 300 };
+	struct vt_rng rng;
+	vt_seed(&rng, vt_get_seed("coop random schedule"));
+	struct fleet f;
+	fleet_start(&f, N);
+	bool stopped[N] = { false };
+	int done = 0, skipped = 0;
+	for (int k = 0; k < STEPS; k++) {
+		int page = (int)vt_below(&rng, NPAGES), i = (int)vt_below(&rng, N);
+		uint32_t bits = atomic_load(&f.map->bits);
+		switch (vt_below(&rng, 16)) {
+		case 0:
+			fleet_pause(&f, i, !stopped[i]);
+			stopped[i] = !stopped[i];
+			break;
+		case 1:
+			for (int j = 0; j < N; j++)
+				if (stopped[j]) {
+					fleet_pause(&f, j, false);
+					stopped[j] = false;
+				}
+			break;
+		case 2:
+		case 3:
+		case 4:
+			if (bits >> page & 1)
+				unmark(&f, page, (int)vt_below(&rng, 10));
+			break;
+		case 5:
+			atomic_fetch_add(&f.map->seq, 1);
+			vr_coop_request(f.c, NULL, VR_COOP_RESYNC, 0, 0, (int)vt_below(&rng, 10));
+			atomic_fetch_add(&f.map->seq, 1);
+			break;
+		default:
+			if (bits >> page & 1)
+				break;
+			if (purge(&f, page, 1, (int)vt_below(&rng, 10)) != 0) {
+				skipped++;
+				break;
+			}
+			done++;
+			for (int j = 0; j < N; j++)
+				if (!stopped[j]) /* none is: the purge went through */
+					assert_true(ask(&f, j, 'p') >> page & 1);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		if (stopped[i])
+			fleet_pause(&f, i, false);
+	/* one request everyone answers, then each catches up fully */
+	atomic_fetch_add(&f.map->seq, 1);
+	assert_int_equal(vr_coop_request(f.c, NULL, VR_COOP_DISARM, 0, 0, 30000), 0);
+	atomic_fetch_add(&f.map->seq, 1);
+	uint32_t bits = atomic_load(&f.map->bits);
+	int resyncs = 0;
+	for (int i = 0; i < N; i++) {
+		for (int t = 0; t < 2000 && !ask(&f, i, 'c'); t++)
+			usleep(5000);
+		assert_int_equal(ask(&f, i, 'c'), 1);
+		expect_marks(&f, i, bits);
+		resyncs += (int)ask(&f, i, 'r');
+	}
+	printf("coop random schedule: %d purges, %d skipped, %d resyncs\n", done, skipped, resyncs);
+	fleet_stop(&f);
+}
+
 /* leave frees the slot; requests no longer wait for the leaver */
 static void test_leave_frees_slot(void **state)
 {
@@ -684,6 +757,7 @@ int main(void)
 		cmocka_unit_test(test_stopped_resyncs),
 		cmocka_unit_test(test_killed_mapper_dropped),
 		cmocka_unit_test(test_killed_requester),
+		cmocka_unit_test(test_random_schedule),
 		cmocka_unit_test(test_leave_frees_slot),
 		cmocka_unit_test(test_full_table),
 		cmocka_unit_test(test_fork_inherited),
