@@ -72,11 +72,14 @@
  *   never misses a purge; the skipped purge's DISARM follows in the ring,
  *   and a missed DISARM of an unmark leaves markers on bytes that are
  *   present again.  So a stopped-then-resumed mapper may, until it caught
- *   up, hold markers on bytes that are no longer purged (its fault path
- *   must treat a trap on a non-purged page as stale: disarm and retry),
- *   but it never lacks a marker on a purged byte (vr_coop_caught_up says
- *   when the stale ones are gone).  While it is stopped,
- *   every purge of the file is skipped (each costs the timeout).
+ *   up, hold markers on bytes that are no longer purged, but it never
+ *   lacks a marker on a purged byte.  Its fault path treats a trap on a
+ *   page the shared state says is not purged as possibly stale: it waits
+ *   for vr_coop_caught_up and runs the access again, and never disarms
+ *   the page itself.  While a mapper is stopped, every purge of the file
+ *   is skipped (each costs the timeout); it sees nothing of it, being
+ *   stopped, and on resuming catches up as above before its threads
+ *   can trust a trap.
  *
  * DEATH
  *
@@ -88,10 +91,9 @@
  *   publication of the purge leaves markers on bytes never purged in
  *   every mapper: the repair (the next locker, on EOWNERDEAD) posts
  *   VR_COOP_RESYNC and resyncs its own mapping.  Listeners never wait
- *   for a requester.  A
- *   listener (or its process) killed mid-request is found dead by the
- *   requester's liveness check; the wait is bounded by the timeout in any
- *   case.  A slot dropped while its owner lives (a pid namespace
+ *   for a requester.  A listener (or its process) killed mid-request is
+ *   found dead by the requester's liveness check; the wait is bounded by
+ *   the timeout in any case.  A slot dropped while its owner lives (a pid namespace
  *   mismatch) is re-claimed by the listener, which then resyncs.
  *
  * FORK
@@ -128,10 +130,10 @@ struct vr_coop_member; /* this process's membership: private memory */
  *     makes the listener resync.
  *   resync: set the markers of the whole mapping from the shared state
  *     (armed exactly on purged pages); m is the member, for
- *     vr_coop_pending(m); 0, -EAGAIN when it gave up
- *     because vr_coop_pending() turned true (the listener serves the
- *     request, then calls it again), or another -errno (called again
- *     after 10 ms or the next request).  It may read the shared state
+ *     vr_coop_pending(m).  0; -EAGAIN when it gave up because
+ *     vr_coop_pending() turned true (the listener serves the request,
+ *     then calls it again); another -errno: called again after 10 ms or
+ *     the next request.  It may read the shared state
  *     lock-free but must not wait for the region lock or for an even
  *     seqlock without polling vr_coop_pending(): a requester may hold
  *     that lock while it waits for this very listener. */
@@ -153,7 +155,8 @@ struct vr_coop_req {
 struct vr_coop_slot {
 	/* pid << 32 | generation << 2 | state (0 free, 1 claiming, 2 live) */
 	_Atomic uint64_t word;
-	/* last sequence number applied, | 1ull << 32 if it failed */
+	/* last sequence number applied | 1 << 32 if it failed | the slot's
+	 * generation << 33 (an ack left by a former owner never counts) */
 	_Atomic uint64_t ack;
 	_Atomic uint64_t start; /* the listener thread's start time (ticks) */
 	_Atomic int32_t tid;    /* the listener thread */
@@ -184,7 +187,8 @@ _Static_assert(sizeof(struct vr_coop) <= 4096, "struct vr_coop must fit one page
  * On a full table, first drops the slots of dead mappers.
  *
  * Returns: 0; -ENOSPC when VR_COOP_MAX live mappers hold every slot;
- *   -ENOMEM; -errno of pthread_create.
+ *   -ENOMEM; -errno of pthread_create; -errno of reading the listener's
+ *   /proc/self/task/TID/stat (no /proc).
  * Since: 0.2
  * Context: blocks briefly (thread start, /proc reads on a full table);
  *   allocates; not from a signal handler.
