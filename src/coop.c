@@ -32,6 +32,12 @@
 
 #include "coop.h"
 
+/* atomics that take a lock would take a process-local one: useless in
+ * memory shared between processes */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2 &&
+		       ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_BOOL_LOCK_FREE == 2,
+	       "cross-process atomics must be lock-free");
+
 enum { SLOT_FREE, SLOT_CLAIMING, SLOT_LIVE };
 #define GEN_MASK ((1u << 30) - 1)
 #define ACK_FAILED (1ull << 32)
