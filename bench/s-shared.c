@@ -35,8 +35,8 @@
  *     (both VR_INTACT), a sample = the mean of 64 pairs; the private and
  *     the shared region alternate sample by sample.
  *
- * Where the library has no VR_REGION_SHARED yet (-EINVAL) or cannot trap
- * a shared mapping here (-EOPNOTSUPP) the job is skipped with a note.
+ * Where the library cannot trap a shared mapping (-EOPNOTSUPP: userfaultfd
+ * refused, and no guard protocol) the job is skipped with a note.
  */
 #include "bench.h"
 
@@ -52,10 +52,6 @@
 #include <unistd.h>
 
 #include <vrange.h>
-
-#ifndef VR_REGION_SHARED /* TODO: remove once include/vrange.h has it */
-#define VR_REGION_SHARED (1u << 1)
-#endif
 
 #define SCEN "shared"
 #define RANGE (64 * KiB)
@@ -428,20 +424,23 @@ int run_shared(void)
 		return 77;
 	}
 	VRCHECK(rc);
+	int before = vr_trap_backend(); /* the backend of private regions */
 	struct vr_region *probe;
 	rc = vr_region_new(ctx, "vrbench-shared-probe", RANGE, VR_REGION_SHARED, &probe);
-	if (rc == -EINVAL || rc == -EOPNOTSUPP) {
-		emit_note("shared%s%s: VR_REGION_SHARED refused (%s): scenario skipped",
-			  bopt.backend ? " " : "", bopt.backend ? bopt.backend : "",
-			  rc == -EINVAL ? "not in this build" : "no trap for shared mappings here");
+	if (rc == -EOPNOTSUPP) {
+		emit_note("shared%s%s: VR_REGION_SHARED refused (no trap for shared mappings "
+			  "here): scenario skipped",
+			  bopt.backend ? " " : "", bopt.backend ? bopt.backend : "");
 		vr_ctx_destroy(ctx);
 		reap_peers();
 		return 77;
 	}
 	VRCHECK(rc);
 	vr_region_destroy(probe);
-	emit_note("shared%s%s: trap backend %d in every process", bopt.backend ? " " : "",
-		  bopt.backend ? bopt.backend : "", vr_trap_backend());
+	emit_note("shared%s%s: vr_trap_backend() %d before the first shared region, %d after it "
+		  "(1 guard, 2 mprotect, 3 uffd), the same in every mapper",
+		  bopt.backend ? " " : "", bopt.backend ? bopt.backend : "", before,
+		  vr_trap_backend());
 
 	bench_pairs(ctx);
 	bench_raw_punch(0, "raw-punch-64k-m1");

@@ -67,7 +67,6 @@ static const struct job jobs[] = {
 	{ "limit", "limit", NULL, "vr-spike" },
 	{ "shared", "shared", NULL, NULL },
 	{ "shared", "shared", "uffd", NULL },
-	{ "shared", "shared", "guard", NULL },
 };
 /* clang-format on */
 #define NJOBS (sizeof(jobs) / sizeof(jobs[0]))
@@ -321,8 +320,8 @@ static void derive_objpair(void)
  * job: "-" is the library's default for shared regions */
 static void derive_shared(void)
 {
-	const char *S = "shared", *variants[] = { "-", "uffd", "guard" };
-	for (int v = 0; v < 3; v++) {
+	const char *S = "shared", *variants[] = { "-", "uffd" };
+	for (int v = 0; v < 2; v++) {
 		const char *b = variants[v];
 		bool uffd = !strcmp(b, "uffd");
 		double m1 = med(S, "shared-purge-64k-m1", b), pf = med(S, "private-fault", b);
