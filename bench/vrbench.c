@@ -333,6 +333,8 @@ static void derive_shared(void)
 			  "shared: purge 64 KiB, 2 mappers / 1 mapper, %s", b);
 		add_ratio(med(S, "shared-purge-64k-m8", b) / m1, "x", uffd ? "<= 1.5" : NULL, -1,
 			  1.5, "shared: purge 64 KiB, 8 mappers / 1 mapper, %s", b);
+		add_ratio(med(S, "shared-purge-64k-m8-untouched", b) / m1, "x", NULL, 0, 0,
+			  "shared: purge, 8 mappers that never read it / 1, %s", b);
 		add_ratio(med(S, "raw-punch-64k-m8", b) / med(S, "raw-punch-64k-m1", b), "x", NULL,
 			  0, 0, "shared: the floor: punch 64 KiB, 8 mappers / 1, %s", b);
 		add_ratio(med(S, "shared-purge-64k-m8", b) / med(S, "raw-punch-64k-m8", b), "x",
