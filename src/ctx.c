@@ -46,6 +46,7 @@ _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 			goto fail;
 	}
 	/* last: a failing vr_ctx_new installs nothing (S13) */
+	vr_purge_init();
 	err = vr_fault_install();
 	if (err < 0) {
 		vr_monitor_stop(c, false);
@@ -197,6 +198,8 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return vr_obj_footprint(c);
 	case VR_STAT_SKIPPED_BUSY:
 		return atomic_load(&c->skipped_busy);
+	case VR_STAT_REPAIRS:
+		return atomic_load(&c->repairs);
 	}
 	return 0;
 }
