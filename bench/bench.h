@@ -144,7 +144,7 @@ int run_memory(void);
 int run_cache(const char *style);
 int run_limit(const char *style);
 int run_objpair(void);
-int run_shared(void); /* s-shared.c: VR_REGION_SHARED */
+int run_shared(const char *style); /* NULL, or "no-uffd" */
 /* floors shared by scenarios (s-markpair.c) */
 void bench_canary_pair(const char *scen);
 void bench_mutex_pair(const char *scen);

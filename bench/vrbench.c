@@ -67,6 +67,7 @@ static const struct job jobs[] = {
 	{ "limit", "limit", NULL, "vr-spike" },
 	{ "shared", "shared", NULL, NULL },
 	{ "shared", "shared", "uffd", NULL },
+	{ "shared", "shared", "guard", "no-uffd" },
 };
 /* clang-format on */
 #define NJOBS (sizeof(jobs) / sizeof(jobs[0]))
@@ -316,12 +317,13 @@ static void derive_objpair(void)
 		  "objects: the same for private mutexes (what the machine scales)");
 }
 
-/* issue 15's goals for shared volatility (scenario shared), per backend
- * job: "-" is the library's default for shared regions */
+/* issue 15's goals for shared volatility (scenario shared), per job: "-"
+ * the library's defaults, "uffd" every region on userfaultfd, "guard"
+ * userfaultfd refused by seccomp (shared regions: the guard protocol) */
 static void derive_shared(void)
 {
-	const char *S = "shared", *variants[] = { "-", "uffd" };
-	for (int v = 0; v < 2; v++) {
+	const char *S = "shared", *variants[] = { "-", "uffd", "guard" };
+	for (int v = 0; v < 3; v++) {
 		const char *b = variants[v];
 		bool uffd = !strcmp(b, "uffd");
 		double m1 = med(S, "shared-purge-64k-m1", b), pf = med(S, "private-fault", b);
@@ -735,7 +737,7 @@ static int child_main(const char *name, const char *style)
 	if (!strcmp(name, "limit"))
 		return run_limit(style);
 	if (!strcmp(name, "shared"))
-		return run_shared();
+		return run_shared(style);
 	die("unknown child %s", name);
 }
 
