@@ -23,7 +23,9 @@
  *     and have read ("raw-punch-64k-m1/-m8": the kernel then unmaps the
  *     pages from every mapping, which the library cannot avoid).
  *     "shared-purge-64k-m8-untouched": 7 mappers joined but never read
- *     the range (nothing to unmap in them).
+ *     the range (nothing to unmap in them).  "shared-purge-stopped-mapper":
+ *     the purge while the one other mapper is stopped with SIGSTOP (the
+ *     guard protocol waits for its answer, then skips the range).
  * (b) fault round trip, one-page range purged by the scenario process:
  *     "shared-fault-peer"  a mapper reads the page; time from the access
  *                          until it returns, the mapper's fault handler
@@ -339,6 +341,52 @@ static void bench_purge(struct vr_ctx *ctx, unsigned flags, int npeers, bool tou
 	vr_region_destroy(r);
 }
 
+/* ---- (a') a purge while the one other mapper is stopped (SIGSTOP):
+ * under userfaultfd it is a purge like any other; under the guard
+ * protocol the purger waits for the mapper's answer until its timeout,
+ * then skips the range (VR_STAT_SKIPPED_BUSY), which a purge after
+ * SIGCONT takes ---- */
+static void bench_stopped(struct vr_ctx *ctx)
+{
+	size_t reps = BY_MODE(2, 5, 20);
+	struct vr_region *r;
+	VRCHECK(vr_region_new(ctx, "vrbench-shared-stopped", RANGE, VR_REGION_SHARED, &r));
+	join(1, r);
+	char *base = vr_region_base(r);
+	struct samples s = { 0 };
+	size_t skipped = 0;
+	for (size_t i = 0; i < reps; i++) {
+		VRCHECK(vr_unmark(r, 0, RANGE));
+		memset(base, (int)i + 1, RANGE);
+		ask(0, 'T', 0, -1);
+		if (VRCHECK(vr_mark(r, 0, RANGE)) != VR_INTACT)
+			die("stopped: fresh mark purged");
+		int st;
+		CHECK(kill(peers[0].pid, SIGSTOP) == 0);
+		CHECK(waitpid(peers[0].pid, &st, WUNTRACED) == peers[0].pid && WIFSTOPPED(st));
+		uint64_t busy = vr_ctx_stat(ctx, VR_STAT_SKIPPED_BUSY), t0 = now_ns();
+		ssize_t got = VRCHECK(vr_ctx_purge(ctx, RANGE));
+		samples_add(&s, (double)(now_ns() - t0) / 1000.0);
+		CHECK(kill(peers[0].pid, SIGCONT) == 0);
+		if (got == 0) { /* skipped: counted, data kept, purgeable later */
+			CHECK(vr_ctx_stat(ctx, VR_STAT_SKIPPED_BUSY) == busy + 1);
+			CHECK(vr_status(r, 0, RANGE) == VR_STATE_VOLATILE);
+			CHECK(base[0] == (char)(i + 1) && base[RANGE - 1] == (char)(i + 1));
+			skipped++;
+			got = VRCHECK(vr_ctx_purge(ctx, RANGE));
+		}
+		if (got != (ssize_t)RANGE)
+			die("stopped: vr_ctx_purge reclaimed %zd of %zu bytes", got, RANGE);
+	}
+	emit_samples(SCEN, "shared-purge-stopped-mapper", &s, "us");
+	emit_note("shared%s%s: with the other mapper stopped, %zu of %zu purges skipped, each "
+		  "taken by the next purge after SIGCONT",
+		  bopt.backend ? " " : "", bopt.backend ? bopt.backend : "", skipped, reps);
+	samples_free(&s);
+	leave(1);
+	vr_region_destroy(r);
+}
+
 /* ---- (b) fault round trip ---- */
 static void bench_fault(struct vr_ctx *ctx, unsigned flags, bool peer, const char *name)
 {
@@ -487,6 +535,7 @@ int run_shared(const char *style)
 	bench_purge(ctx, VR_REGION_SHARED, 1, true, "shared-purge-64k-m2");
 	bench_purge(ctx, VR_REGION_SHARED, MAXPEERS, true, "shared-purge-64k-m8");
 	bench_purge(ctx, VR_REGION_SHARED, MAXPEERS, false, "shared-purge-64k-m8-untouched");
+	bench_stopped(ctx);
 	bench_fault(ctx, 0, false, "private-fault");
 	bench_fault(ctx, VR_REGION_SHARED, false, "shared-fault-self");
 	bench_fault(ctx, VR_REGION_SHARED, true, "shared-fault-peer");
