@@ -318,24 +318,42 @@ static void bench_purge(struct vr_ctx *ctx, unsigned flags, int npeers, bool tou
 	join(npeers, r);
 	char *base = vr_region_base(r);
 	struct samples s = { 0 };
+	size_t skipped = 0;
 	for (size_t i = 0; i <= reps; i++) {
 		int u = VRCHECK(vr_unmark(r, 0, RANGE));
 		if (i && u != VR_PURGED)
 			die("%s: unmark after a purge said %d", name, u);
-		memset(base, (int)(i & 0x7f) + 1, RANGE);
+		char v = (char)((i & 0x7f) + 1);
+		memset(base, v, RANGE);
 		for (int p = 0; touch && p < npeers; p++)
 			ask(p, 'T', 0, -1);
 		if (VRCHECK(vr_mark(r, 0, RANGE)) != VR_INTACT)
 			die("%s: fresh mark purged", name);
-		uint64_t t0 = now_ns();
-		ssize_t got = vr_ctx_purge(ctx, RANGE);
+		uint64_t busy = vr_ctx_stat(ctx, VR_STAT_SKIPPED_BUSY), t0 = now_ns();
+		ssize_t got = VRCHECK(vr_ctx_purge(ctx, RANGE));
 		uint64_t dt = now_ns() - t0;
+		/* guard protocol: a mapper that did not answer in time (this
+		 * machine is shared) makes the purge skip the range, data kept;
+		 * the time it cost stays in the samples, the next try takes it */
+		for (int tries = 0; got == 0 && tries < 20; tries++) {
+			CHECK(vr_ctx_stat(ctx, VR_STAT_SKIPPED_BUSY) > busy);
+			CHECK(vr_status(r, 0, RANGE) == VR_STATE_VOLATILE && base[0] == v &&
+			      base[RANGE - 1] == v);
+			skipped += tries == 0;
+			busy = vr_ctx_stat(ctx, VR_STAT_SKIPPED_BUSY);
+			got = VRCHECK(vr_ctx_purge(ctx, RANGE));
+		}
 		if (got != (ssize_t)RANGE)
 			die("%s: vr_ctx_purge reclaimed %zd of %zu bytes", name, got, RANGE);
 		if (i) /* the first one warms up */
 			samples_add(&s, (double)dt / 1000.0);
 	}
 	emit_samples(SCEN, name, &s, "us");
+	if (skipped)
+		emit_note("%s%s%s: %zu of %zu purges skipped (a mapper did not answer in time), "
+			  "taken by the next try",
+			  name, bopt.backend ? " " : "", bopt.backend ? bopt.backend : "", skipped,
+			  reps + 1);
 	samples_free(&s);
 	leave(npeers);
 	vr_region_destroy(r);
