@@ -31,7 +31,7 @@ enum bench_mode { MODE_SMOKE = 0, MODE_QUICK = 1, MODE_FULL = 2 };
 /* per-child options, from the command line of the child */
 struct bench_opts {
 	enum bench_mode mode;
-	const char *backend; /* "guard", "mprotect" or NULL (library default) */
+	const char *backend; /* "guard", "mprotect", "uffd" or NULL (library default) */
 	int rows_fd;         /* -1: print rows to stdout */
 };
 
@@ -144,6 +144,7 @@ int run_memory(void);
 int run_cache(const char *style);
 int run_limit(const char *style);
 int run_objpair(void);
+int run_shared(const char *style); /* NULL, or "no-uffd" */
 /* floors shared by scenarios (s-markpair.c) */
 void bench_canary_pair(const char *scen);
 void bench_mutex_pair(const char *scen);

@@ -65,6 +65,9 @@ static const struct job jobs[] = {
 	{ "limit", "limit", NULL, "heap-lru" },
 	{ "limit", "limit", NULL, "malloc" },
 	{ "limit", "limit", NULL, "vr-spike" },
+	{ "shared", "shared", NULL, NULL },
+	{ "shared", "shared", "uffd", NULL },
+	{ "shared", "shared", "guard", "no-uffd" },
 };
 /* clang-format on */
 #define NJOBS (sizeof(jobs) / sizeof(jobs[0]))
@@ -264,7 +267,7 @@ struct ratio {
 	const char *goal; /* NULL: for information */
 	bool ok;
 };
-static struct ratio ratios[64];
+static struct ratio ratios[96];
 static size_t nratios;
 
 static void add_ratio(double v, const char *unit, const char *goal, int dir, double target,
@@ -314,6 +317,37 @@ static void derive_objpair(void)
 		  "objects: the same for private mutexes (what the machine scales)");
 }
 
+/* issue 15's goals for shared volatility (scenario shared), per job: "-"
+ * the library's defaults, "uffd" every region on userfaultfd, "guard"
+ * userfaultfd refused by seccomp (shared regions: the guard protocol) */
+static void derive_shared(void)
+{
+	const char *S = "shared", *variants[] = { "-", "uffd", "guard" };
+	for (int v = 0; v < 3; v++) {
+		const char *b = variants[v];
+		bool uffd = !strcmp(b, "uffd");
+		double m1 = med(S, "shared-purge-64k-m1", b), pf = med(S, "private-fault", b);
+		add_ratio(med(S, "shared-pair", b) / med(S, "private-pair", b), "x", "<= 2", -1, 2,
+			  "shared: intact pair, shared / private region, %s", b);
+		add_ratio(m1 / med(S, "private-purge-64k", b), "x", NULL, 0, 0,
+			  "shared: purge 64 KiB, 1 mapper / private region, %s", b);
+		add_ratio(med(S, "shared-purge-64k-m2", b) / m1, "x", NULL, 0, 0,
+			  "shared: purge 64 KiB, 2 mappers / 1 mapper, %s", b);
+		add_ratio(med(S, "shared-purge-64k-m8", b) / m1, "x", uffd ? "<= 1.5" : NULL, -1,
+			  1.5, "shared: purge 64 KiB, 8 mappers / 1 mapper, %s", b);
+		add_ratio(med(S, "shared-purge-64k-m8-untouched", b) / m1, "x", NULL, 0, 0,
+			  "shared: purge, 8 mappers that never read it / 1, %s", b);
+		add_ratio(med(S, "raw-punch-64k-m8", b) / med(S, "raw-punch-64k-m1", b), "x", NULL,
+			  0, 0, "shared: the floor: punch 64 KiB, 8 mappers / 1, %s", b);
+		add_ratio(med(S, "shared-purge-64k-m8", b) / med(S, "raw-punch-64k-m8", b), "x",
+			  NULL, 0, 0, "shared: purge / the floor, 8 mappers, %s", b);
+		add_ratio(med(S, "shared-fault-self", b) / pf, "x", NULL, 0, 0,
+			  "shared: fault round trip, own purge / private region, %s", b);
+		add_ratio(med(S, "shared-fault-peer", b) / pf, "x", NULL, 0, 0,
+			  "shared: fault in a 2nd process / private region, %s", b);
+	}
+}
+
 static void derive(void)
 {
 	const char *tags[] = { "1e3", "1e4", "1e5", "1e6" };
@@ -331,6 +365,7 @@ static void derive(void)
 			  tags[i][2]);
 	}
 	derive_objpair();
+	derive_shared();
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL), "x", ">= 1.8", 1, 1.8,
 		  "s2 2 threads / 1 thread, 2 regions of 1 ctx");
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL) / med("scaling", "mutex-ratio", NULL), "x",
@@ -701,6 +736,8 @@ static int child_main(const char *name, const char *style)
 		return run_cache(style);
 	if (!strcmp(name, "limit"))
 		return run_limit(style);
+	if (!strcmp(name, "shared"))
+		return run_shared(style);
 	die("unknown child %s", name);
 }
 
