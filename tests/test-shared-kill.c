@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-shared-kill.c - processes sharing a VR_REGION_SHARED memfd under
+ * stress and SIGKILL at random instants (API S27-S30)
+ *
+ * Workers are this program re-executed ("--scenario worker") with the
+ * region's memfd inherited; each joins with vr_region_from_fd in a ctx of
+ * its own.  The region is cut into page-aligned slots; an owner worker
+ * owns some of them and cycles each through
+ *     STABLE(g): non-volatile, holding generation g
+ *  -> MARKING -> VOLATILE (marked whole, or in two halves)
+ *  -> UNMARKING -> FILLING(g + 1) -> STABLE(g + 1)
+ * recording every step in a journal (a memfd shared by all, one atomic
+ * word per slot: generation and state, never repeating).  After
+ * vr_unmark returns VR_INTACT the data must be generation g; after
+ * VR_PURGED each piece it marked is either all g or all zeros (a range is
+ * purged whole, S7, S30).  While a slot is VOLATILE its owner also reads
+ * it: a read returns the data or traps, never zeros.  Purgers purge
+ * random amounts, a "hog" marks and unmarks in a tight loop (so kills land
+ * while it holds the file's lock).
+ *
+ * The scenario process is the verifier: it keeps reading STABLE slots of
+ * live workers (a change of the journal word during the read voids the
+ * read; a trap or a wrong byte without one is a lost non-volatile byte),
+ * and in the kill scenarios SIGKILLs a random worker at random instants,
+ * takes over its slots (per the journal: a STABLE slot must read intact;
+ * a slot caught marking or volatile is unmarked and checked as above;
+ * one caught unmarking may also read all zeros), calls into the library
+ * at once (the next caller must proceed: no call hangs, alarm() is the
+ * hang detector in every process) and starts a new worker.
+ *
+ *   stress      3 owner/purger processes, no kills (~3 s)
+ *   kill        owners, a purger and a hog, ~25 kills (~5 s)
+ *   kill-soak   the same with VT_KILLS kills (slow suite; default 150)
+ * Run with the default trap backend and VRANGE_TRAP=uffd.
+ */
+#define _GNU_SOURCE
+#include "vt-shared.h"
+
+#include <stdatomic.h>
+
+#define KJ_SLOTS 24  /* data slots: owners' */
+#define KJ_SCRATCH 4 /* the hog's slots, after the data slots */
+#define KJ_SLOT_PAGES 4
+#define KJ_MAXW 8
+
+enum kj_state { KS_STABLE = 1, KS_MARKING, KS_VOLATILE, KS_UNMARKING, KS_FILLING };
+#define KS_HALVES 0x10 /* VOLATILE/MARKING/UNMARKING: marked in two halves */
+
+enum kj_role { KR_OWNER, KR_OWNER_PURGER, KR_PURGER, KR_HOG };
+
+struct kj {
+	_Atomic int stop;
+	int nowners;
+	_Atomic uint64_t word[KJ_SLOTS]; /* gen << 8 | state */
+	_Atomic uint64_t intact, purged, traps, ops[KJ_MAXW];
+};
+
+static struct kj *J;
+static size_t P, SLOT;
+
+static uint64_t kj_word(uint64_t gen, unsigned st)
+{
+	return gen << 8 | st;
+}
+static unsigned kj_st(uint64_t w)
+{
+	return (unsigned)(w & 0xff);
+}
+static uint64_t kj_gen(uint64_t w)
+{
+	return w >> 8;
+}
+/* the pattern generation of slot s at generation g: unique per slot */
+static uint64_t kj_pat(size_t s, uint64_t g)
+{
+	return (uint64_t)s << 40 | g;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int env_int(const char *k, int d)
+{
+	const char *v = getenv(k);
+	return v ? atoi(v) : d;
+}
+
+static struct kj *map_journal(int fd)
+{
+	struct kj *j = mmap(NULL, sizeof(*j), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CK(j != MAP_FAILED);
+	return j;
+}
+
+/* every byte of [off, off + len) is generation pg, or every byte is 0
+ * (zero_ok), else the check fails; returns 1 for zeros */
+static int piece_is(int reg, size_t off, size_t len, uint64_t pg, bool zero_ok, const char *what)
+{
+	int64_t v[4];
+	int64_t rc =
+		vs_call_fd(&(struct vs_proc){ .sock = -1 }, VS_CHECK, reg, off, len, pg, -1, v);
+	if (rc == 0)
+		return 0;
+	CK(rc != VS_TRAPPED, "(%s: trap at offset %" PRId64 ")", what, v[0]);
+	if (zero_ok) {
+		int64_t z = vs_call_fd(&(struct vs_proc){ .sock = -1 }, VS_CHECK, reg, off, len,
+				       VS_ZERO, -1, v);
+		if (z == 0)
+			return 1;
+	}
+	CK(0,
+	   "(%s: [%zu, +%zu) is neither its data nor zeros: offset %" PRId64 " reads %" PRId64 ")",
+	   what, off, len, v[0], v[1]);
+	return -1;
+}
+
+/* after vr_unmark of slot s (state word w) returned rc: the truth */
+static void check_unmarked(int reg, size_t s, uint64_t w, int rc, bool zeros_ok)
+{
+	uint64_t g = kj_pat(s, kj_gen(w));
+	size_t off = s * SLOT;
+	CK(rc == VR_INTACT || rc == VR_PURGED, "(vr_unmark: %d)", rc);
+	if (rc == VR_INTACT) {
+		piece_is(reg, off, SLOT, g, zeros_ok, "VR_INTACT unmark");
+		atomic_fetch_add(&J->intact, 1);
+		return;
+	}
+	int z;
+	if (kj_st(w) & KS_HALVES)
+		z = piece_is(reg, off, SLOT / 2, g, true, "VR_PURGED unmark, first half") +
+		    piece_is(reg, off + SLOT / 2, SLOT / 2, g, true,
+			     "VR_PURGED unmark, second half");
+	else
+		z = piece_is(reg, off, SLOT, g, true, "VR_PURGED unmark");
+	CK(z > 0 || zeros_ok, "(VR_PURGED but slot %zu holds all its data)", s);
+	atomic_fetch_add(&J->purged, 1);
+}
+
+/* ---- workers ---- */
+
+static void set_word(size_t s, uint64_t w)
+{
+	atomic_store(&J->word[s], w);
+}
+
+/* one step of the owner's cycle on slot s */
+static void owner_step(int reg, size_t s, struct vt_rng *rng)
+{
+	struct vr_region *r = VS.r[reg];
+	size_t off = s * SLOT;
+	uint64_t w = atomic_load(&J->word[s]);
+	uint64_t g = kj_gen(w);
+	switch (kj_st(w) & 0xf) {
+	case KS_STABLE: {
+		piece_is(reg, off, SLOT, kj_pat(s, g), false, "owner: a STABLE slot");
+		bool halves = vt_below(rng, 3) == 0;
+		unsigned h = halves ? KS_HALVES : 0;
+		set_word(s, kj_word(g, KS_MARKING | h));
+		if (halves) {
+			CK_EQ(vr_mark(r, off, SLOT / 2), VR_INTACT);
+			CK_EQ(vr_mark(r, off + SLOT / 2, SLOT / 2), VR_INTACT);
+		} else {
+			CK_EQ(vr_mark(r, off, SLOT), VR_INTACT);
+		}
+		set_word(s, kj_word(g, KS_VOLATILE | h));
+		return;
+	}
+	case KS_VOLATILE:
+		if (vt_below(rng, 2) == 0) {
+			/* lazy access: the data or a trap, never zeros */
+			size_t at = off + vt_below(rng, SLOT);
+			int64_t v[4];
+			int64_t rc = vs_call_fd(&(struct vs_proc){ .sock = -1 }, VS_READ, reg, at,
+						0, 0, -1, v);
+			if (rc == VS_TRAPPED) {
+				CK_EQ(v[0], (int64_t)at);
+				CK_EQ(v[1], BUS_ADRERR);
+				CK_EQ(vr_status(r, at, 1), VR_STATE_VOLATILE | VR_STATE_PURGED);
+				atomic_fetch_add(&J->traps, 1);
+			} else {
+				CK(v[0] == vt_pat(kj_pat(s, g), at),
+				   "(volatile byte at %zu reads %" PRId64 ", not its data)", at,
+				   v[0]);
+			}
+			return;
+		}
+		set_word(s, kj_word(g, KS_UNMARKING | (kj_st(w) & KS_HALVES)));
+		check_unmarked(reg, s, w, vr_unmark(r, off, SLOT), false);
+		set_word(s, kj_word(g + 1, KS_FILLING));
+		vt_fill((uint8_t *)vr_region_base(r) + off, off, SLOT, kj_pat(s, g + 1));
+		set_word(s, kj_word(g + 1, KS_STABLE));
+		return;
+	default:
+		CK(0, "(slot %zu of a live owner in state %#x)", s, kj_st(w));
+	}
+}
+
+static void sc_worker(void)
+{
+	P = vt_pg();
+	SLOT = KJ_SLOT_PAGES * P;
+	int id = env_int("VT_K_ID", -1), role = env_int("VT_K_ROLE", -1);
+	J = map_journal(env_int("VT_K_JFD", -1));
+	vs_init();
+	int reg = vs_join(&(struct vs_proc){ .sock = -1 }, env_int("VT_K_FD", -1), 0);
+	CK(reg >= 0, "(join: %d)", reg);
+	struct vr_region *r = VS.r[reg];
+	struct vt_rng rng;
+	vt_seed(&rng, (uint64_t)env_int("VT_K_SEED", 1) * 131 + (uint64_t)getpid());
+	size_t data = KJ_SLOTS * SLOT;
+	while (!atomic_load(&J->stop)) {
+		alarm(30); /* a call that hangs kills this worker with SIGALRM */
+		atomic_fetch_add(&J->ops[id], 1);
+		switch (role) {
+		case KR_OWNER:
+		case KR_OWNER_PURGER: {
+			size_t n = (KJ_SLOTS - (size_t)id + (size_t)J->nowners - 1) /
+				   (size_t)J->nowners;
+			owner_step(reg, (size_t)id + vt_below(&rng, n) * (size_t)J->nowners, &rng);
+			if (role == KR_OWNER_PURGER && vt_below(&rng, 4) == 0)
+				CK(vr_ctx_purge(VS.ctx, vt_below(&rng, 3 * SLOT)) >= 0);
+			usleep((useconds_t)vt_below(&rng, 300));
+			break;
+		}
+		case KR_PURGER: {
+			size_t n = vt_below(&rng, 8) == 0 ? SIZE_MAX : (vt_below(&rng, 8) + 1) * P;
+			CK(vr_ctx_purge(VS.ctx, n) >= 0);
+			int st = vr_status(r, 0, data);
+			CK(st >= 0 && st <= (int)(VR_STATE_VOLATILE | VR_STATE_PURGED), "(%d)", st);
+			usleep((useconds_t)vt_below(&rng, 2000));
+			break;
+		}
+		case KR_HOG: {
+			/* mark and unmark the same bytes: the lock, again and again */
+			size_t off = data + vt_below(&rng, KJ_SCRATCH * SLOT / 2);
+			size_t len = 1 + vt_below(&rng, 3 * P);
+			int rc = vr_mark(r, off, len);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+			rc = vr_unmark(r, off, len);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+			break;
+		}
+		default:
+			CK(0, "(role %d)", role);
+		}
+	}
+	vr_ctx_destroy(VS.ctx);
+	_exit(0);
+}
+
+/* ---- the verifier ---- */
+
+struct kworker {
+	pid_t pid;
+	int role;
+};
+
+static int K_FD, K_JFD;
+static uint64_t K_SEED;
+
+static pid_t start_worker(int id, int role)
+{
+	char b[5][24];
+	snprintf(b[0], sizeof(b[0]), "%d", id);
+	snprintf(b[1], sizeof(b[1]), "%d", role);
+	snprintf(b[2], sizeof(b[2]), "%d", K_FD);
+	snprintf(b[3], sizeof(b[3]), "%d", K_JFD);
+	snprintf(b[4], sizeof(b[4]), "%" PRIu64, K_SEED + (uint64_t)id * 7919);
+	fflush(stderr);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		setenv("VT_K_ID", b[0], 1);
+		setenv("VT_K_ROLE", b[1], 1);
+		setenv("VT_K_FD", b[2], 1);
+		setenv("VT_K_JFD", b[3], 1);
+		setenv("VT_K_SEED", b[4], 1);
+		vt_default_signals();
+		execl(program_invocation_name, "vt-scenario", "--scenario", "worker", (char *)NULL);
+		execl("/proc/self/exe", "vt-scenario", "--scenario", "worker", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* a worker that ended by itself: a failed check (3), SIGALRM (a call
+ * hung) or a signal of its own */
+static void fail_worker(int id, int st)
+{
+	CK(0, "(worker %d: %s %d)", id, WIFSIGNALED(st) ? "signal" : "exit",
+	   WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* read a STABLE slot of a live worker: a change of its word voids it */
+static void verify_live(int reg, size_t s)
+{
+	uint64_t w1 = atomic_load(&J->word[s]);
+	if (kj_st(w1) != KS_STABLE)
+		return;
+	int64_t v[4];
+	int64_t rc = vs_call_fd(&(struct vs_proc){ .sock = -1 }, VS_CHECK, reg, s * SLOT, SLOT,
+				kj_pat(s, kj_gen(w1)), -1, v);
+	uint64_t w2 = atomic_load(&J->word[s]);
+	CK(rc == 0 || w1 != w2, "(verifier: non-volatile slot %zu: %s at offset %" PRId64 ")", s,
+	   rc == VS_TRAPPED ? "trap" : "wrong byte", v[0]);
+}
+
+/* take over slot s of a dead owner and leave it STABLE */
+static void repair_slot(int reg, size_t s)
+{
+	struct vr_region *r = VS.r[reg];
+	size_t off = s * SLOT;
+	uint64_t w = atomic_load(&J->word[s]);
+	uint64_t g = kj_gen(w);
+	switch (kj_st(w) & 0xf) {
+	case KS_STABLE:
+		CK_EQ(vr_status(r, off, SLOT), 0);
+		piece_is(reg, off, SLOT, kj_pat(s, g), false, "repair: a STABLE slot");
+		return;
+	case KS_MARKING:
+	case KS_VOLATILE:
+		check_unmarked(reg, s, w, vr_unmark(r, off, SLOT), false);
+		break;
+	case KS_UNMARKING:
+		/* its own unmark may have returned VR_PURGED already */
+		check_unmarked(reg, s, w, vr_unmark(r, off, SLOT), true);
+		break;
+	case KS_FILLING:
+		CK_EQ(vr_unmark(r, off, SLOT), VR_INTACT);
+		break;
+	default:
+		CK(0, "(slot %zu in state %#x)", s, kj_st(w));
+	}
+	vt_fill((uint8_t *)vr_region_base(r) + off, off, SLOT, kj_pat(s, g + 1));
+	set_word(s, kj_word(g + 1, KS_STABLE));
+}
+
+/* the next caller proceeds after a death: a mark, a status, a purge, an
+ * unmark of scratch bytes (alarm() catches a hang) */
+static void next_caller(int reg)
+{
+	struct vr_region *r = VS.r[reg];
+	size_t off = (KJ_SLOTS + KJ_SCRATCH) * SLOT - 3 * P;
+	alarm(20);
+	int rc = vr_mark(r, off, 3 * P);
+	CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+	CK(vr_status(r, 0, vr_region_size(r)) >= 0);
+	CK(vr_ctx_purge(VS.ctx, P) >= 0);
+	rc = vr_unmark(r, off, 3 * P);
+	CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+}
+
+static void run_verifier(const int *roles, int nw, int nowners, int kills, double seconds)
+{
+	P = vt_pg();
+	SLOT = KJ_SLOT_PAGES * P;
+	K_SEED = vt_get_seed("shared-kill");
+	struct vt_rng rng;
+	vt_seed(&rng, K_SEED);
+	K_JFD = memfd_create("vt-journal", 0);
+	CK(K_JFD >= 0);
+	CK_EQ(ftruncate(K_JFD, sizeof(struct kj)), 0);
+	J = map_journal(K_JFD);
+	J->nowners = nowners;
+	vs_init();
+	int reg = vs_new_shared(&(struct vs_proc){ .sock = -1 }, (KJ_SLOTS + KJ_SCRATCH) * SLOT);
+	struct vr_region *r = VS.r[reg];
+	for (size_t s = 0; s < KJ_SLOTS; s++) {
+		vt_fill((uint8_t *)vr_region_base(r) + s * SLOT, s * SLOT, SLOT, kj_pat(s, 1));
+		set_word(s, kj_word(1, KS_STABLE));
+	}
+	K_FD = dup(vr_region_fd(r)); /* without O_CLOEXEC: the workers inherit it */
+	CK(K_FD >= 0);
+	struct kworker w[KJ_MAXW];
+	for (int i = 0; i < nw; i++)
+		w[i] = (struct kworker){ .pid = start_worker(i, roles[i]), .role = roles[i] };
+	double t0 = now_s(), next = t0 + 0.05;
+	int killed = 0;
+	while (kills ? killed < kills : now_s() - t0 < seconds) {
+		alarm(30);
+		verify_live(reg, vt_below(&rng, KJ_SLOTS));
+		int st;
+		for (int i = 0; i < nw; i++)
+			if (waitpid(w[i].pid, &st, WNOHANG) == w[i].pid)
+				fail_worker(i, st);
+		if (!kills || now_s() < next) {
+			usleep(200);
+			continue;
+		}
+		int i = (int)vt_below(&rng, (uint64_t)nw);
+		CK_EQ(kill(w[i].pid, SIGKILL), 0);
+		CK_EQ(waitpid(w[i].pid, &st, 0), w[i].pid);
+		if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
+			fail_worker(i, st);
+		killed++;
+		if (w[i].role == KR_OWNER || w[i].role == KR_OWNER_PURGER)
+			for (size_t s = (size_t)i; s < KJ_SLOTS; s += (size_t)nowners)
+				repair_slot(reg, s);
+		next_caller(reg);
+		w[i].pid = start_worker(i, w[i].role);
+		next = now_s() + 0.01 + (double)vt_below(&rng, 150) / 1000.0;
+	}
+	atomic_store(&J->stop, 1);
+	for (int i = 0; i < nw; i++) {
+		int st;
+		alarm(60);
+		CK_EQ(waitpid(w[i].pid, &st, 0), w[i].pid);
+		if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			fail_worker(i, st);
+		CK(atomic_load(&J->ops[i]) > 0, "(worker %d did nothing)", i);
+	}
+	/* every slot, whoever left it how */
+	for (size_t s = 0; s < KJ_SLOTS; s++)
+		repair_slot(reg, s);
+	printf("shared-kill: %d kills, %" PRIu64 " intact and %" PRIu64
+	       " purged unmarks verified, %" PRIu64 " traps\n",
+	       killed, atomic_load(&J->intact), atomic_load(&J->purged), atomic_load(&J->traps));
+	/* the run exercised both answers (not a timing bound: a count) */
+	CK(atomic_load(&J->intact) > 0 && atomic_load(&J->purged) > 0);
+	close(K_FD);
+	vr_ctx_destroy(VS.ctx);
+}
+
+static void sc_stress(void)
+{
+	const int roles[] = { KR_OWNER_PURGER, KR_OWNER_PURGER, KR_OWNER_PURGER };
+	run_verifier(roles, 3, 3, 0, env_int("VT_STRESS_SECONDS", 3));
+}
+
+static void sc_kill(void)
+{
+	const int roles[] = { KR_OWNER, KR_OWNER, KR_OWNER_PURGER, KR_PURGER, KR_HOG };
+	run_verifier(roles, 5, 3, env_int("VT_KILLS", 25), 0);
+}
+
+static const struct vt_scenario scenarios[] = {
+	{ "peer", vs_peer_main },
+	{ "worker", sc_worker },
+	{ "stress", sc_stress },
+	{ "kill", sc_kill },
+};
+
+static void run_both(const char *name)
+{
+	unsetenv("VRANGE_TRAP");
+	vt_assert_exit_ok(vt_run_scenario(name));
+	int st = vt_run_scenario_trap(name, "uffd", NULL);
+	if (st != -77)
+		vt_assert_exit_ok(st);
+}
+
+static void test_stress(void **state)
+{
+	(void)state;
+	run_both("stress");
+}
+
+static void test_kill(void **state)
+{
+	(void)state;
+	run_both("kill");
+}
+
+int main(int argc, char **argv)
+{
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]), 3600);
+	if (rc >= 0)
+		return rc;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stress),
+		cmocka_unit_test(test_kill),
+	};
+	const struct CMUnitTest soak[] = {
+		cmocka_unit_test(test_kill),
+	};
+	if (getenv("VT_KILLS")) /* the soak: kills only */
+		return cmocka_run_group_tests(soak, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
