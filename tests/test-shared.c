@@ -146,6 +146,21 @@ static void sc_basic(void)
 	CK_EQ(PURGE(&C, SIZE_MAX), (int64_t)P);
 	VS_EXPECT_TRAP(&B, rb, 6 * P + 100);
 	CK_EQ(UNMARK(&B, rb, 6 * P, P), VR_PURGED);
+
+	/* nobody maps the file: a process joining later finds the state */
+	int keep = vs_fd_of(&B, rb);
+	CK_EQ(MARK(&B, rb, 2 * P, P), VR_INTACT);
+	CK_EQ(PURGE(&C, SIZE_MAX), (int64_t)P);
+	CK_EQ(vs_call(&B, VS_DESTROY, rb, 0, 0, 0), 0);
+	CK_EQ(vs_call(&C, VS_DESTROY, rc, 0, 0, 0), 0);
+	int again = vs_join(&A, keep, 0);
+	close(keep);
+	CK(again >= 0, "(%d)", again);
+	CK_EQ(STATUS(&A, again, 0, 16 * P), VP);
+	CK_EQ(STATUS(&A, again, 2 * P, P), VP);
+	VS_EXPECT_TRAP(&A, again, 2 * P + 1);
+	VS_EXPECT_DATA(&A, again, 3 * P, P, 2);
+	CK_EQ(UNMARK(&A, again, 2 * P, P), VR_PURGED);
 	vs_stop(&B);
 	vs_stop(&C);
 	vr_ctx_destroy(VS.ctx);
@@ -186,6 +201,13 @@ static void sc_flags(void)
 	CK_EQ(vs_call(&A, VS_SIZE, ra, 0, 0, 0), sz);
 	int rb = join_from(&B, &A, ra, 0);
 	CK_EQ(vs_call(&B, VS_SIZE, rb, 0, 0, 0), sz);
+	/* never written: zeros to loads and to the kernel, in both */
+	VS_EXPECT_DATA(&B, rb, 0, sz, VS_ZERO);
+	int64_t v[4];
+	CK_EQ(vs_call_fd(&A, VS_SYSOUT, ra, 2 * P, P, VS_ZERO, -1, v), (int64_t)P);
+	CK_EQ(v[0], -1);
+	CK_EQ(vs_call(&B, VS_SYSIN, rb, P, P, 3), (int64_t)P);
+	VS_EXPECT_DATA(&A, ra, P, P, 3);
 	/* the state after the data is not addressable through the API */
 	CK_EQ(MARK(&A, ra, sz, 1), -EINVAL);
 	CK_EQ(MARK(&B, rb, sz - 1, 2), -EINVAL);
@@ -862,6 +884,19 @@ static void sc_stopped(void)
 	VS_EXPECT_TRAP(&B, rb, 3 * P + 3);
 	VS_EXPECT_TRAP(&A, ra, 2 * P + 3);
 	CK_EQ(UNMARK(&B, rb, 2 * P, 2 * P), VR_PURGED);
+
+	/* a mapper that died: it cannot hold purges back for ever */
+	struct vs_proc C = vs_spawn();
+	int rc = join_from(&C, &A, ra, 0);
+	VS_EXPECT_DATA(&C, rc, 0, 2 * P, 8);
+	CK_EQ(kill(C.pid, SIGKILL), 0);
+	st = vs_reap(&C);
+	CK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	close(C.sock);
+	CK_EQ(MARK(&B, rb, 5 * P, 2 * P), VR_INTACT);
+	purge_all_of(&A, &B, rb, 5 * P, 2 * P, 8);
+	VS_EXPECT_TRAP(&B, rb, 6 * P);
+	CK_EQ(UNMARK(&A, ra, 5 * P, 2 * P), VR_PURGED);
 	vs_stop(&B);
 	vr_ctx_destroy(VS.ctx);
 }
