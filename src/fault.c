@@ -242,13 +242,13 @@ struct lookup {
 static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
 {
 	struct vr_range rg;
-	int found = vr_map_lookup_racy(&r->map, off, &rg);
+	int found = vr_map_lookup_racy(r->map, off, &rg);
 	if (found < 0)
 		return false;
 	*lk = (struct lookup){ .gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed) };
 	uint64_t p0, p1;
 	if (found && (rg.age_flags & VR_RANGE_PURGED) &&
-	    vr_whole_pages(rg.start, rg.end, r->map.page_shift, &p0, &p1) && off >= p0 &&
+	    vr_whole_pages(rg.start, rg.end, r->map->page_shift, &p0, &p1) && off >= p0 &&
 	    off < p1) {
 		lk->claimed = true;
 		lk->start = rg.start;

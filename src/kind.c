@@ -140,9 +140,9 @@ static void adopted_release(struct vr_region *r, bool inherited)
 		vr_restore_pages(r, 0, r->map_size);
 		return;
 	}
-	unsigned sh = r->map.page_shift;
-	for (struct vr_range *x = vr_map_first_end_after(&r->map, 0); x;
-	     x = vr_map_next(&r->map, x)) {
+	unsigned sh = r->map->page_shift;
+	for (struct vr_range *x = vr_map_first_end_after(r->map, 0); x;
+	     x = vr_map_next(r->map, x)) {
 		uint64_t p0, p1;
 		if (!vr_range_purged(x) || !vr_whole_pages(x->start, x->end, sh, &p0, &p1))
 			continue;

@@ -137,7 +137,9 @@ static inline size_t vr_ctx_effective_limit(struct vr_ctx *c)
 
 struct vr_region {
 	pthread_mutex_t lock;
-	struct vr_map map;             /* protected by lock */
+	struct vr_map *map; /* &own_map, or a shared state's (shared.h);
+					  protected by the region lock */
+	struct vr_map own_map;
 	vr_fault_fn fault_fn;          /* protected by lock */
 	void *fault_arg;               /* protected by lock */
 	struct vr_region *prev, *next; /* ctx->regions, protected by ctx->lock */

@@ -117,7 +117,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 {
 	struct vr_ctx *c = r->ctx;
 	uint64_t p0, p1;
-	if (!vr_whole_pages(rg->start, rg->end, r->map.page_shift, &p0, &p1))
+	if (!vr_whole_pages(rg->start, rg->end, r->map->page_shift, &p0, &p1))
 		return -EINVAL; /* never on the LRU */
 	int err = vr_discard_pages(r, p0, p1);
 	if (err == VR_DISCARD_STUCK) {
@@ -132,7 +132,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 		return err;
 	}
 	uint64_t len = rg->end - rg->start;
-	vr_lru_remove(&r->map, rg);
+	vr_lru_remove(r->map, rg);
 	rg->age_flags |= VR_RANGE_PURGED;
 	r->volatile_bytes -= len;
 	r->purged_bytes += len;
@@ -197,7 +197,7 @@ static uint64_t obj_step(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64
  * (NULL if none); lock held */
 static struct vr_range *region_lru_peek(struct vr_region *r, uint64_t gen)
 {
-	return vr_lru_peek(&r->map, gen);
+	return vr_lru_peek(r->map, gen);
 }
 
 /* step past the candidate region_lru_peek() returned, after the purge
@@ -205,7 +205,7 @@ static struct vr_range *region_lru_peek(struct vr_region *r, uint64_t gen)
  * generation; lock held */
 static void region_lru_pop(struct vr_region *r)
 {
-	vr_lru_pop(&r->map);
+	vr_lru_pop(r->map);
 }
 
 int vr_purge_reserve(struct vr_ctx *c, size_t n)

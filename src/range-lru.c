@@ -19,15 +19,20 @@
 
 enum { SRC_NONE, SRC_LOG, SRC_HEAP };
 
+/* stored links are refs (range-map.h: POSITION INDEPENDENCE) */
+#define REC(x) ((struct vr_range *)vr_deref(m, (x)))
+#define LOG(m) ((vr_ref *)vr_deref((m), (m)->log))
+#define HEAP(m) ((struct vr_lru_ent *)vr_deref((m), (m)->heap))
+
 static inline bool log_live(const struct vr_map *m, uint32_t i)
 {
-	const struct vr_range *r = m->log[i];
+	const struct vr_range *r = REC(LOG(m)[i]);
 	return (r->age_flags & VR_RANGE_ONLRU) && r->lru_pos == i;
 }
 
-static inline bool heap_live(const struct vr_lru_ent *e)
+static inline bool heap_live(const struct vr_map *m, const struct vr_lru_ent *e)
 {
-	const struct vr_range *r = e->r;
+	const struct vr_range *r = REC(e->r);
 	return (r->age_flags & VR_RANGE_ONLRU) && r->lru_pos == VR_LRU_HEAP &&
 	       r->heap_tag == e->tag && vr_range_age(r) == e->age;
 }
@@ -63,24 +68,26 @@ static void sift_down(struct vr_lru_ent *h, uint32_t n, uint32_t i)
 
 static void heap_pop(struct vr_map *m)
 {
-	m->heap[0] = m->heap[--m->nheap];
+	struct vr_lru_ent *h = HEAP(m);
+	h[0] = h[--m->nheap];
 	if (m->nheap)
-		sift_down(m->heap, m->nheap, 0);
+		sift_down(h, m->nheap, 0);
 }
 
 static void heap_push(struct vr_map *m, struct vr_lru_ent e)
 {
-	m->heap[m->nheap] = e;
-	sift_up(m->heap, m->nheap++);
+	struct vr_lru_ent *h = HEAP(m);
+	h[m->nheap] = e;
+	sift_up(h, m->nheap++);
 }
 
 /* the entries skipped by the current generation go back into the heap */
 static void unskip(struct vr_map *m)
 {
 	while (m->nskip) {
-		struct vr_lru_ent e = m->heap[m->heap_cap - m->nskip];
+		struct vr_lru_ent e = HEAP(m)[m->heap_cap - m->nskip];
 		m->nskip--;
-		if (heap_live(&e))
+		if (heap_live(m, &e))
 			heap_push(m, e);
 	}
 }
@@ -141,7 +148,7 @@ static void log_step(struct vr_map *m, unsigned n)
 	for (; n && m->log_pass; n--) {
 		uint32_t c = m->log_hc;
 		if (c + 16 < m->log_tail)
-			__builtin_prefetch(m->log[c + 16], 1);
+			__builtin_prefetch(REC(LOG(m)[c + 16]), 1);
 		if (c == m->log_tail) {
 			/* done: the hole closes at the tail */
 			m->log_tail = m->log_hc = m->log_hw;
@@ -150,9 +157,9 @@ static void log_step(struct vr_map *m, unsigned n)
 				m->log_cur = m->log_tail;
 			return;
 		}
-		struct vr_range *r = m->log[c];
+		struct vr_range *r = REC(LOG(m)[c]);
 		if (log_live(m, c)) {
-			m->log[m->log_hw] = r;
+			LOG(m)[m->log_hw] = LOG(m)[c];
 			r->lru_pos = m->log_hw;
 			if (m->log_cur == c)
 				m->log_cur = m->log_hw;
@@ -179,13 +186,25 @@ static int log_reserve(struct vr_map *m)
 	log_step(m, STEP);
 	if (m->log_tail < m->log_cap)
 		return 0;
+	if (m->cap) {
+		/* fixed storage: compact all of it now (live entries are at
+		 * most cap, half the log) */
+		if (!m->log_pass) {
+			m->log_hc = m->log_head;
+			m->log_head = m->log_hw = 0;
+			m->log_pass = true;
+		}
+		while (m->log_pass)
+			log_step(m, UINT32_MAX);
+		return m->log_tail < m->log_cap ? 0 : -1;
+	}
 	size_t cap = m->log_cap ? (size_t)m->log_cap + m->log_cap / 8 : 64;
 	if (cap >= VR_LRU_NONE)
 		return -1;
-	struct vr_range **l = grow(m->log, cap, sizeof(*l));
+	vr_ref *l = grow(LOG(m), cap, sizeof(*l));
 	if (!l)
 		return -1;
-	m->log = l;
+	m->log = vr_mkref(m, l);
 	m->log_cap = (uint32_t)cap;
 	return 0;
 }
@@ -195,29 +214,32 @@ static int heap_reserve(struct vr_map *m)
 	if (m->nheap + m->nskip < m->heap_cap)
 		return 0;
 	/* full: drop the stale entries first */
+	struct vr_lru_ent *hp = HEAP(m);
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < m->nheap; i++)
-		if (heap_live(&m->heap[i]))
-			m->heap[n++] = m->heap[i];
+		if (heap_live(m, &hp[i]))
+			hp[n++] = hp[i];
 	m->nheap = n;
 	for (uint32_t i = n / 2; i-- > 0;)
-		sift_down(m->heap, n, i);
+		sift_down(hp, n, i);
 	uint32_t k = 0, base = m->heap_cap - m->nskip;
 	for (uint32_t i = m->nskip; i-- > 0;) /* writes never pass the reads */
-		if (heap_live(&m->heap[base + i]))
-			m->heap[m->heap_cap - ++k] = m->heap[base + i];
+		if (heap_live(m, &hp[base + i]))
+			hp[m->heap_cap - ++k] = hp[base + i];
 	m->nskip = k;
 	if (m->nheap + m->nskip <= m->heap_cap / 2 && m->heap_cap)
 		return 0;
+	if (m->cap) /* fixed storage: live entries never pass half of it */
+		return m->nheap + m->nskip < m->heap_cap ? 0 : -1;
 	size_t cap = m->heap_cap ? (size_t)m->heap_cap * 2 : 16;
 	if (cap >= VR_LRU_NONE)
 		return -1;
-	struct vr_lru_ent *h = grow(m->heap, cap, sizeof(*h));
+	struct vr_lru_ent *h = grow(HEAP(m), cap, sizeof(*h));
 	if (!h)
 		return -1;
 	/* the skipped entries live at the end */
 	memmove(&h[cap - m->nskip], &h[m->heap_cap - m->nskip], m->nskip * sizeof(*h));
-	m->heap = h;
+	m->heap = vr_mkref(m, h);
 	m->heap_cap = (uint32_t)cap;
 	return 0;
 }
@@ -229,8 +251,10 @@ int vr_lru_reserve(struct vr_map *m)
 
 void vr_lru_fini(struct vr_map *m)
 {
-	free(m->log);
-	free(m->heap);
+	if (m->cap)
+		return;
+	free(LOG(m));
+	free(HEAP(m));
 }
 
 /* ---- membership ---- */
@@ -239,7 +263,7 @@ void vr_lru_append(struct vr_map *m, struct vr_range *r)
 {
 	if (m->log_tail == m->log_cap && log_reserve(m) < 0)
 		abort(); /* the ALLOCATION RULE was broken: vr_map_alloc first */
-	m->log[m->log_tail] = r;
+	LOG(m)[m->log_tail] = vr_mkref(m, r);
 	r->lru_pos = m->log_tail++;
 	r->age_flags |= VR_RANGE_ONLRU;
 	m->nlog++;
@@ -251,7 +275,7 @@ void vr_lru_insert_after(struct vr_map *m, struct vr_range *pos, struct vr_range
 	if (m->nheap + m->nskip == m->heap_cap && heap_reserve(m) < 0)
 		abort();
 	r->heap_tag = ++m->heap_tag;
-	heap_push(m, (struct vr_lru_ent){ vr_range_age(r), r, r->heap_tag });
+	heap_push(m, (struct vr_lru_ent){ vr_range_age(r), vr_mkref(m, r), r->heap_tag });
 	r->lru_pos = VR_LRU_HEAP;
 	r->age_flags |= VR_RANGE_ONLRU;
 	m->nheap_live++;
@@ -273,14 +297,15 @@ uint64_t vr_lru_oldest_age(struct vr_map *m)
 	while (log_first(m) < m->log_tail && !log_live(m, log_first(m)))
 		log_drop_first(m);
 	if (log_first(m) < m->log_tail)
-		age = vr_range_age(m->log[log_first(m)]);
-	while (m->nheap && !heap_live(&m->heap[0]))
+		age = vr_range_age(REC(LOG(m)[log_first(m)]));
+	while (m->nheap && !heap_live(m, &HEAP(m)[0]))
 		heap_pop(m);
-	if (m->nheap && m->heap[0].age < age)
-		age = m->heap[0].age;
+	struct vr_lru_ent *h = HEAP(m);
+	if (m->nheap && h[0].age < age)
+		age = h[0].age;
 	for (uint32_t i = m->heap_cap - m->nskip; i < m->heap_cap; i++)
-		if (heap_live(&m->heap[i]) && m->heap[i].age < age)
-			age = m->heap[i].age;
+		if (heap_live(m, &h[i]) && h[i].age < age)
+			age = h[i].age;
 	return age;
 }
 
@@ -297,10 +322,10 @@ struct vr_range *vr_lru_peek(struct vr_map *m, uint64_t gen)
 		else
 			m->log_cur = log_adv(m, m->log_cur);
 	}
-	while (m->nheap && !heap_live(&m->heap[0]))
+	while (m->nheap && !heap_live(m, &HEAP(m)[0]))
 		heap_pop(m);
-	struct vr_range *a = m->log_cur < m->log_tail ? m->log[m->log_cur] : NULL;
-	struct vr_range *b = m->nheap ? m->heap[0].r : NULL;
+	struct vr_range *a = m->log_cur < m->log_tail ? REC(LOG(m)[m->log_cur]) : NULL;
+	struct vr_range *b = m->nheap ? REC(HEAP(m)[0].r) : NULL;
 	if (b && (!a || vr_range_age(b) < vr_range_age(a))) {
 		m->peek_src = SRC_HEAP;
 		return b;
@@ -314,19 +339,19 @@ void vr_lru_pop(struct vr_map *m)
 	if (m->peek_src == SRC_LOG) {
 		m->log_cur = log_adv(m, m->log_cur);
 	} else if (m->peek_src == SRC_HEAP) {
-		struct vr_lru_ent e = m->heap[0];
+		struct vr_lru_ent e = HEAP(m)[0];
 		heap_pop(m);
-		if (heap_live(&e)) /* skipped: back in the next generation */
-			m->heap[m->heap_cap - ++m->nskip] = e;
+		if (heap_live(m, &e)) /* skipped: back in the next generation */
+			HEAP(m)[m->heap_cap - ++m->nskip] = e;
 	}
 	m->peek_src = SRC_NONE;
 }
 
 /* ---- vr_map_check's LRU half ---- */
 
-static int cmp_ptr(const void *a, const void *b)
+static int cmp_ref(const void *a, const void *b)
 {
-	uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+	vr_ref x = *(const vr_ref *)a, y = *(const vr_ref *)b;
 	return x < y ? -1 : x > y;
 }
 
@@ -347,7 +372,7 @@ static int check_record(const struct vr_map *m, const struct vr_range *r, size_t
 		return 0;
 	}
 	if (r->lru_pos < m->log_head || r->lru_pos >= m->log_tail ||
-	    (r->lru_pos >= m->log_hw && r->lru_pos < m->log_hc) || m->log[r->lru_pos] != r)
+	    (r->lru_pos >= m->log_hw && r->lru_pos < m->log_hc) || REC(LOG(m)[r->lru_pos]) != r)
 		return -1;
 	(*inlog)++;
 	return 0;
@@ -356,12 +381,12 @@ static int check_record(const struct vr_map *m, const struct vr_range *r, size_t
 static int check_records(const struct vr_map *m, size_t *inlog, size_t *inheap)
 {
 	*inlog = *inheap = 0;
-	const struct vr_bnode *leaf = m->root;
+	const struct vr_bnode *leaf = vr_deref(m, m->root);
 	while (leaf && !leaf->leaf)
-		leaf = leaf->ptr[0];
-	for (; leaf; leaf = leaf->next)
+		leaf = vr_deref(m, leaf->ptr[0]);
+	for (; leaf; leaf = vr_deref(m, leaf->next))
 		for (unsigned i = 0; i < leaf->n; i++)
-			if (check_record(m, leaf->ptr[i], inlog, inheap) < 0)
+			if (check_record(m, REC(leaf->ptr[i]), inlog, inheap) < 0)
 				return -1;
 	return 0;
 }
@@ -385,32 +410,33 @@ int vr_lru_check(const struct vr_map *m)
 	for (uint32_t i = log_first(m); i < m->log_tail; i = log_adv(m, i)) {
 		if (!log_live(m, i))
 			continue;
-		if (vr_range_age(m->log[i]) < last)
+		if (vr_range_age(REC(LOG(m)[i])) < last)
 			return -1;
-		last = vr_range_age(m->log[i]);
+		last = vr_range_age(REC(LOG(m)[i]));
 		live++;
 	}
 	if (live != m->nlog)
 		return -1;
 	if (m->nheap + m->nskip > m->heap_cap)
 		return -1;
+	const struct vr_lru_ent *hp = HEAP(m);
 	for (uint32_t i = 1; i < m->nheap; i++)
-		if (m->heap[(i - 1) / 2].age > m->heap[i].age)
+		if (hp[(i - 1) / 2].age > hp[i].age)
 			return -1;
 	/* every heap record once among the live entries (a duplicate would
 	 * need a tag that wrapped around 2^32 pushes: then it has the same
 	 * record and age, so the order is still exact) */
 	size_t n = 0;
-	const struct vr_range **v = malloc((m->nheap + m->nskip + 1) * sizeof(*v));
+	vr_ref *v = malloc((m->nheap + m->nskip + 1) * sizeof(*v));
 	if (!v)
 		return -1;
 	for (uint32_t i = 0; i < m->heap_cap; i++) {
 		if (i >= m->nheap && i < m->heap_cap - m->nskip)
 			continue;
-		if (heap_live(&m->heap[i]))
-			v[n++] = m->heap[i].r;
+		if (heap_live(m, &hp[i]))
+			v[n++] = hp[i].r;
 	}
-	qsort(v, n, sizeof(*v), cmp_ptr);
+	qsort(v, n, sizeof(*v), cmp_ref);
 	size_t uniq = 0;
 	for (size_t i = 0; i < n; i++)
 		uniq += !i || v[i] != v[i - 1];

@@ -24,14 +24,19 @@
 
 /* every pointer slot of a node is written with one aligned store: a
  * racing reader never sees a torn pointer (see range-map.h) */
-static inline void ptr_store(void **slot, void *v)
+static inline void ptr_store(vr_ref *slot, vr_ref v)
 {
 	__atomic_store_n(slot, v, __ATOMIC_RELAXED);
 }
 
-static inline struct vr_range *rec(const struct vr_bnode *n, unsigned i)
+/* refs <-> pointers; m in scope (range-map.h: POSITION INDEPENDENCE) */
+#define NODE(x) ((struct vr_bnode *)vr_deref(m, (x)))
+#define REC(x) ((struct vr_range *)vr_deref(m, (x)))
+#define REF(p) vr_mkref(m, (p))
+
+static inline struct vr_range *rec(const struct vr_map *m, const struct vr_bnode *n, unsigned i)
 {
-	return n->ptr[i];
+	return REC(n->ptr[i]);
 }
 
 static inline unsigned min_fill(const struct vr_map *m)
@@ -67,6 +72,13 @@ static void *carve(struct vr_map *m, size_t size)
 {
 	struct vr_arena *a = m->arenas;
 	size = (size + 63) & ~(size_t)63;
+	if (m->cap) { /* fixed storage: nodes only (records are preallocated) */
+		if (m->node_hi - m->node_next < size)
+			return NULL;
+		void *p = vr_deref(m, m->node_next);
+		m->node_next += size;
+		return p;
+	}
 	if (!a || a->size - a->used < size) {
 		size_t want = m->arena_bytes / 32;
 		want = want < ARENA_MIN ? ARENA_MIN : want > ARENA_MAX ? ARENA_MAX : want;
@@ -96,11 +108,16 @@ static void *carve(struct vr_map *m, size_t size)
 
 void vr_map_init(struct vr_map *m, unsigned page_shift)
 {
-	*m = (struct vr_map){ .page_shift = page_shift, .fanout = VR_BT_KEYS };
+	*m = (struct vr_map){ .self = (uintptr_t)m,
+			      .page_shift = page_shift,
+			      .fanout = VR_BT_KEYS,
+			      .limit = UINT64_MAX };
 }
 
 void vr_map_fini(struct vr_map *m)
 {
+	if (m->cap)
+		return; /* fixed storage belongs to the caller */
 	struct vr_arena *a = m->arenas;
 	while (a) {
 		struct vr_arena *n = a->next;
@@ -108,13 +125,80 @@ void vr_map_fini(struct vr_map *m)
 		a = n;
 	}
 	vr_lru_fini(m);
-	*m = (struct vr_map){ .page_shift = m->page_shift, .fanout = m->fanout };
+	vr_map_init(m, m->page_shift);
+}
+
+/* ---- fixed storage: [map][records][log][heap][nodes] ---- */
+
+#define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
+/* records: cap plus the one a change allocates before it frees others;
+ * log: twice the live entries (compacted when full); heap: live entries
+ * stay at most half of it; nodes: leaves at least half full but the
+ * rightmost ones, inner levels, the reserve of a split path */
+static uint64_t fixed_recs(uint64_t cap)
+{
+	return cap + 4;
+}
+static uint64_t fixed_log(uint64_t cap)
+{
+	return 2 * cap + 64;
+}
+static uint64_t fixed_heap(uint64_t cap)
+{
+	return 2 * cap + 16;
+}
+static uint64_t fixed_nodes(uint64_t cap)
+{
+	return cap / (VR_BT_KEYS / 2 - 1) * 2 + 4 * VR_BT_MAXH + 16;
+}
+
+size_t vr_map_fixed_bytes(uint64_t cap)
+{
+	return ALIGN64(sizeof(struct vr_map)) + ALIGN64(fixed_recs(cap) * sizeof(struct vr_range)) +
+	       ALIGN64(fixed_log(cap) * sizeof(vr_ref)) +
+	       ALIGN64(fixed_heap(cap) * sizeof(struct vr_lru_ent)) +
+	       fixed_nodes(cap) * sizeof(struct vr_bnode);
+}
+
+/* the record array's free list: every record not in use */
+static void fixed_free_all(struct vr_map *m)
+{
+	struct vr_range *v = REC(m->rec_lo);
+	m->free_nodes = 0;
+	for (uint64_t i = m->rec_n; i-- > 0;)
+		if (!(v[i].age_flags & (VR_RANGE_INTREE | VR_RANGE_PENDING))) {
+			v[i] = (struct vr_range){ .start = m->free_nodes, .lru_pos = VR_LRU_NONE };
+			m->free_nodes = REF(&v[i]);
+		}
+}
+
+void vr_map_init_fixed(struct vr_map *m, unsigned page_shift, const void *base, uint64_t cap)
+{
+	uintptr_t b = (uintptr_t)base;
+	*m = (struct vr_map){
+		.self = (uintptr_t)m - b, .page_shift = page_shift, .fanout = VR_BT_KEYS, .cap = cap
+	};
+	uint64_t o = m->self + ALIGN64(sizeof(*m));
+	m->rec_lo = o;
+	m->rec_n = fixed_recs(cap);
+	o += ALIGN64(m->rec_n * sizeof(struct vr_range));
+	m->log = o;
+	m->log_cap = (uint32_t)fixed_log(cap);
+	o += ALIGN64(fixed_log(cap) * sizeof(vr_ref));
+	m->heap = o;
+	m->heap_cap = (uint32_t)fixed_heap(cap);
+	o += ALIGN64(fixed_heap(cap) * sizeof(struct vr_lru_ent));
+	m->node_lo = m->node_next = o;
+	m->node_hi = o + fixed_nodes(cap) * sizeof(struct vr_bnode);
+	m->limit = m->node_hi;
+	memset(REC(m->rec_lo), 0, m->rec_n * sizeof(struct vr_range));
+	fixed_free_all(m);
 }
 
 /* free records are linked through their start field */
-static inline struct vr_range *free_link(const struct vr_range *r)
+static inline struct vr_range *free_link(const struct vr_map *m, const struct vr_range *r)
 {
-	return (struct vr_range *)(uintptr_t)r->start;
+	return REC(r->start);
 }
 
 /* a node's kind is fixed when it is carved */
@@ -127,11 +211,11 @@ static int node_new(struct vr_map *m, bool leaf)
 	n->leaf = leaf;
 	if (leaf) {
 		n->next = m->free_leaves;
-		m->free_leaves = n;
+		m->free_leaves = REF(n);
 		m->nfree_leaves++;
 	} else {
 		n->next = m->free_inner;
-		m->free_inner = n;
+		m->free_inner = REF(n);
 		m->nfree_inner++;
 	}
 	return 0;
@@ -149,7 +233,9 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 			return NULL;
 	if (vr_lru_reserve(m) < 0)
 		return NULL;
-	struct vr_range *r = m->free_nodes;
+	struct vr_range *r = REC(m->free_nodes);
+	if (!r && m->cap)
+		return NULL; /* fixed storage: every record in use */
 	if (!r) {
 		size_t n = m->nrecords / 128;
 		n = n < SLAB_MIN ? SLAB_MIN : n > SLAB_MAX ? SLAB_MAX : n;
@@ -162,13 +248,12 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 			return NULL;
 		m->nrecords += n;
 		for (size_t i = 0; i < n; i++) {
-			v[i] = (struct vr_range){ .start = (uintptr_t)m->free_nodes,
-						  .lru_pos = VR_LRU_NONE };
-			m->free_nodes = &v[i];
+			v[i] = (struct vr_range){ .start = m->free_nodes, .lru_pos = VR_LRU_NONE };
+			m->free_nodes = REF(&v[i]);
 		}
-		r = m->free_nodes;
+		r = REC(m->free_nodes);
 	}
-	m->free_nodes = free_link(r);
+	m->free_nodes = REF(free_link(m, r));
 	*r = (struct vr_range){ 0 };
 	return r;
 }
@@ -177,9 +262,10 @@ void vr_map_free(struct vr_map *m, struct vr_range *r)
 {
 	/* a stale LRU entry must never see this record as its own again */
 	r->age_flags &= ~(uint64_t)VR_RANGE_ONLRU;
+	r->age_flags &= ~(uint64_t)(VR_RANGE_INTREE | VR_RANGE_PENDING);
 	r->lru_pos = VR_LRU_NONE;
-	r->start = (uintptr_t)m->free_nodes;
-	m->free_nodes = r;
+	r->start = m->free_nodes;
+	m->free_nodes = REF(r);
 }
 
 /* ---- nodes: taken from the reserve, given back to it (never freed
@@ -187,31 +273,31 @@ void vr_map_free(struct vr_map *m, struct vr_range *r)
 
 static struct vr_bnode *node_get(struct vr_map *m, bool leaf)
 {
-	struct vr_bnode **list = leaf ? &m->free_leaves : &m->free_inner;
+	vr_ref *list = leaf ? &m->free_leaves : &m->free_inner;
 	if (!*list && node_new(m, leaf) < 0)
 		abort(); /* the ALLOCATION RULE was broken: vr_map_alloc first */
-	struct vr_bnode *n = *list;
+	struct vr_bnode *n = NODE(*list);
 	*list = n->next;
 	if (leaf)
 		m->nfree_leaves--;
 	else
 		m->nfree_inner--;
 	n->n = 0;
-	n->next = n->prev = NULL;
+	n->next = n->prev = 0;
 	return n;
 }
 
 static void node_put(struct vr_map *m, struct vr_bnode *n)
 {
 	n->n = 0;
-	n->prev = NULL;
+	n->prev = 0;
 	if (n->leaf) {
 		n->next = m->free_leaves;
-		m->free_leaves = n;
+		m->free_leaves = REF(n);
 		m->nfree_leaves++;
 	} else {
 		n->next = m->free_inner;
-		m->free_inner = n;
+		m->free_inner = REF(n);
 		m->nfree_inner++;
 	}
 }
@@ -253,14 +339,14 @@ static inline void node_prefetch(const struct vr_bnode *n)
 
 static struct vr_bnode *descend(const struct vr_map *m, uint64_t k, struct path *p)
 {
-	struct vr_bnode *n = m->root;
+	struct vr_bnode *n = NODE(m->root);
 	for (unsigned l = 0; l + 1 < m->height; l++) {
 		unsigned i = upper(n->key, 1, n->n, k) - 1;
 		if (p) {
 			p->n[l] = n;
 			p->i[l] = i;
 		}
-		n = n->ptr[i];
+		n = NODE(n->ptr[i]);
 		node_prefetch(n);
 	}
 	if (p)
@@ -274,26 +360,26 @@ struct pos {
 };
 
 /* the entry before (leaf, i) (i may be 0), or {NULL} */
-static struct pos pos_before(struct vr_bnode *leaf, unsigned i)
+static struct pos pos_before(const struct vr_map *m, struct vr_bnode *leaf, unsigned i)
 {
 	if (i > 0)
 		return (struct pos){ leaf, i - 1 };
-	leaf = leaf->prev;
+	leaf = NODE(leaf->prev);
 	return leaf ? (struct pos){ leaf, leaf->n - 1 } : (struct pos){ NULL, 0 };
 }
 
 /* the entry at (leaf, i) (i may be leaf->n), or {NULL} */
-static struct pos pos_at(struct vr_bnode *leaf, unsigned i)
+static struct pos pos_at(const struct vr_map *m, struct vr_bnode *leaf, unsigned i)
 {
 	if (i < leaf->n)
 		return (struct pos){ leaf, i };
-	leaf = leaf->next;
+	leaf = NODE(leaf->next);
 	return leaf ? (struct pos){ leaf, 0 } : (struct pos){ NULL, 0 };
 }
 
-static inline struct vr_range *pos_rec(struct pos p)
+static inline struct vr_range *pos_rec(const struct vr_map *m, struct pos p)
 {
-	return p.leaf ? rec(p.leaf, p.i) : NULL;
+	return p.leaf ? rec(m, p.leaf, p.i) : NULL;
 }
 
 /* the last entry with key < k and the first with key >= k */
@@ -309,9 +395,9 @@ static void around(const struct vr_map *m, uint64_t k, struct pos *pred, struct 
 	struct vr_bnode *leaf = descend(m, k, NULL);
 	unsigned i = lower(leaf->key, 0, leaf->n, k);
 	if (pred)
-		*pred = pos_before(leaf, i);
+		*pred = pos_before(m, leaf, i);
 	if (succ)
-		*succ = pos_at(leaf, i);
+		*succ = pos_at(m, leaf, i);
 }
 
 /* the entry of r itself */
@@ -328,29 +414,29 @@ struct vr_range *vr_map_first_end_after(const struct vr_map *m, uint64_t off)
 	if (off == UINT64_MAX)
 		return NULL;
 	around(m, off + 1, &p, &s); /* p: last with start <= off */
-	struct vr_range *r = pos_rec(p);
+	struct vr_range *r = pos_rec(m, p);
 	if (r && r->end > off)
 		return r;
-	return pos_rec(s);
+	return pos_rec(m, s);
 }
 
 struct vr_range *vr_map_last_start_before(const struct vr_map *m, uint64_t off)
 {
 	struct pos p;
 	around(m, off, &p, NULL);
-	return pos_rec(p);
+	return pos_rec(m, p);
 }
 
 struct vr_range *vr_map_next(const struct vr_map *m, const struct vr_range *r)
 {
 	struct pos p = pos_of(m, r);
-	return p.leaf ? pos_rec(pos_at(p.leaf, p.i + 1)) : NULL;
+	return p.leaf ? pos_rec(m, pos_at(m, p.leaf, p.i + 1)) : NULL;
 }
 
 struct vr_range *vr_map_prev(const struct vr_map *m, const struct vr_range *r)
 {
 	struct pos p = pos_of(m, r);
-	return p.leaf ? pos_rec(pos_before(p.leaf, p.i)) : NULL;
+	return p.leaf ? pos_rec(m, pos_before(m, p.leaf, p.i)) : NULL;
 }
 
 void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
@@ -362,11 +448,11 @@ void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 	}
 	struct vr_bnode *leaf;
 	unsigned i;
-	struct vr_bnode *t = m->tail;
+	struct vr_bnode *t = NODE(m->tail);
 	if (m->ins_leaf && m->ins_key == off) {
 		/* the spot a range starting at off was just erased from, or
 		 * the one the last call found (nothing changed since) */
-		leaf = m->ins_leaf;
+		leaf = NODE(m->ins_leaf);
 		i = m->ins_i;
 	} else if (t && t->n && !t->next && off > t->key[t->n - 1]) {
 		/* beyond every key (an ascending build): the end of the last
@@ -378,38 +464,38 @@ void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 		leaf = descend(m, off, NULL);
 		i = lower(leaf->key, 0, leaf->n, off);
 		if (!leaf->next)
-			m->tail = leaf;
+			m->tail = REF(leaf);
 	}
-	*pred = pos_rec(pos_before(leaf, i));
-	*succ = pos_rec(pos_at(leaf, i));
+	*pred = pos_rec(m, pos_before(m, leaf, i));
+	*succ = pos_rec(m, pos_at(m, leaf, i));
 	/* where a range starting at off goes: vr_map_insert() takes it from
 	 * here if the map does not change in between (mark after unmark) */
-	m->ins_leaf = leaf;
+	m->ins_leaf = REF(leaf);
 	m->ins_i = i;
 	m->ins_key = off;
 }
 
-struct vr_range **vr_map_find_link(struct vr_map *m, uint64_t off)
+vr_ref *vr_map_find_link(struct vr_map *m, uint64_t off)
 {
 	struct pos p, s;
 	if (off == UINT64_MAX)
 		return NULL;
 	around(m, off + 1, &p, &s);
-	struct vr_range *r = pos_rec(p);
+	struct vr_range *r = pos_rec(m, p);
 	/* the caller is about to read r and, if it erases r and marks the
 	 * same bytes again (the intact pair), r's neighbours: fetch all three
 	 * records at once */
 	if (p.leaf) {
-		struct pos q = pos_before(p.leaf, p.i);
+		struct pos q = pos_before(m, p.leaf, p.i);
 		if (q.leaf)
-			__builtin_prefetch(pos_rec(q));
+			__builtin_prefetch(pos_rec(m, q));
 		if (s.leaf)
-			__builtin_prefetch(pos_rec(s));
+			__builtin_prefetch(pos_rec(m, s));
 	}
 	if (!r || r->end <= off)
 		return NULL;
-	m->hint = p.leaf;
-	return (struct vr_range **)&p.leaf->ptr[p.i];
+	m->hint = REF(p.leaf);
+	return &p.leaf->ptr[p.i];
 }
 
 /* ---- changes ---- */
@@ -430,14 +516,14 @@ static void shift_left(struct vr_bnode *n, unsigned from, unsigned by)
 	}
 }
 
-static void put_entry(struct vr_bnode *n, unsigned i, uint64_t key, void *p)
+static void put_entry(struct vr_bnode *n, unsigned i, uint64_t key, vr_ref p)
 {
 	n->key[i] = key;
 	ptr_store(&n->ptr[i], p);
 }
 
 /* insert (key, p) at position i of n, which has room */
-static void node_insert(struct vr_bnode *n, unsigned i, uint64_t key, void *p)
+static void node_insert(struct vr_bnode *n, unsigned i, uint64_t key, vr_ref p)
 {
 	shift_right(n, i, 1);
 	put_entry(n, i, key, p);
@@ -449,7 +535,7 @@ static void node_insert(struct vr_bnode *n, unsigned i, uint64_t key, void *p)
  * a leaf keeps everything and the new one gets only (key, p); an inner
  * node keeps all but its last entry (inner nodes keep two or more). */
 static struct vr_bnode *node_split(struct vr_map *m, struct vr_bnode *n, unsigned i, uint64_t key,
-				   void *p, bool uneven)
+				   vr_ref p, bool uneven)
 {
 	struct vr_bnode *r = node_get(m, n->leaf);
 	unsigned total = n->n + 1, keep = uneven ? n->n - !n->leaf : total / 2;
@@ -469,29 +555,31 @@ static struct vr_bnode *node_split(struct vr_map *m, struct vr_bnode *n, unsigne
 	}
 	if (n->leaf) {
 		r->next = n->next;
-		r->prev = n;
+		r->prev = REF(n);
 		if (n->next)
-			n->next->prev = r;
-		n->next = r;
+			NODE(n->next)->prev = REF(r);
+		n->next = REF(r);
 	}
 	return r;
 }
 
 void vr_map_insert(struct vr_map *m, struct vr_range *r)
 {
-	struct vr_bnode *h = m->ins_leaf;
-	m->hint = NULL;
-	m->ins_leaf = NULL;
+	struct vr_bnode *h = NODE(m->ins_leaf);
+	vr_ref rr = REF(r);
+	m->hint = 0;
+	m->ins_leaf = 0;
 	m->nranges++;
+	r->age_flags |= VR_RANGE_INTREE;
 	if (h && m->ins_key == r->start && h->n < m->fanout) {
-		node_insert(h, m->ins_i, r->start, r);
+		node_insert(h, m->ins_i, r->start, rr);
 		return;
 	}
 	if (!m->root) {
 		struct vr_bnode *leaf = node_get(m, true);
-		put_entry(leaf, 0, r->start, r);
+		put_entry(leaf, 0, r->start, rr);
 		leaf->n = 1;
-		m->root = leaf;
+		__atomic_store_n(&m->root, REF(leaf), __ATOMIC_RELEASE);
 		m->height = 1;
 		return;
 	}
@@ -499,29 +587,29 @@ void vr_map_insert(struct vr_map *m, struct vr_range *r)
 	struct vr_bnode *leaf = descend(m, r->start, &p);
 	unsigned i = upper(leaf->key, 0, leaf->n, r->start);
 	if (leaf->n < m->fanout) {
-		node_insert(leaf, i, r->start, r);
+		node_insert(leaf, i, r->start, rr);
 		return;
 	}
 	/* appending to the rightmost leaf: keep it full (sequential builds) */
 	bool edge = !leaf->next;
-	struct vr_bnode *nn = node_split(m, leaf, i, r->start, r, edge && i == leaf->n);
+	struct vr_bnode *nn = node_split(m, leaf, i, r->start, rr, edge && i == leaf->n);
 	uint64_t sep = nn->key[0];
 	for (unsigned l = m->height - 1; l-- > 0;) {
 		struct vr_bnode *in = p.n[l];
 		unsigned j = p.i[l] + 1;
 		if (in->n < m->fanout) {
-			node_insert(in, j, sep, nn);
+			node_insert(in, j, sep, REF(nn));
 			return;
 		}
-		nn = node_split(m, in, j, sep, nn, edge && j == in->n);
+		nn = node_split(m, in, j, sep, REF(nn), edge && j == in->n);
 		sep = nn->key[0];
 	}
 	/* the root split: a new root */
 	struct vr_bnode *root = node_get(m, false);
-	put_entry(root, 0, m->root->key[0], m->root);
-	put_entry(root, 1, sep, nn);
+	put_entry(root, 0, NODE(m->root)->key[0], m->root);
+	put_entry(root, 1, sep, REF(nn));
 	root->n = 2;
-	__atomic_store_n(&m->root, root, __ATOMIC_RELEASE);
+	__atomic_store_n(&m->root, REF(root), __ATOMIC_RELEASE);
 	m->height++;
 }
 
@@ -535,12 +623,12 @@ static void rebalance(struct vr_map *m, struct path *p, unsigned l)
 		if (x->n >= min_fill(m))
 			return;
 		if (xi > 0) {
-			a = par->ptr[xi - 1];
+			a = NODE(par->ptr[xi - 1]);
 			b = x;
 			s = xi;
 		} else {
 			a = x;
-			b = par->ptr[xi + 1];
+			b = NODE(par->ptr[xi + 1]);
 			s = xi + 1;
 		}
 		if (!b->leaf) /* pull the separator down as b's key[0] */
@@ -552,15 +640,14 @@ static void rebalance(struct vr_map *m, struct path *p, unsigned l)
 			if (a->leaf) {
 				a->next = b->next;
 				if (b->next)
-					b->next->prev = a;
+					NODE(b->next)->prev = REF(a);
 			}
 			shift_left(par, s + 1, 1);
 			par->n--;
 			node_put(m, b);
 			if (l - 1 == 0) {
 				if (par->n == 1) { /* the root has one child: drop a level */
-					__atomic_store_n(&m->root, (struct vr_bnode *)par->ptr[0],
-							 __ATOMIC_RELEASE);
+					__atomic_store_n(&m->root, par->ptr[0], __ATOMIC_RELEASE);
 					m->height--;
 					node_put(m, par);
 				}
@@ -597,11 +684,11 @@ static void leaf_remove(struct vr_map *m, struct path *p, unsigned i)
 	shift_left(leaf, i + 1, 1);
 	leaf->n--;
 	m->nranges--;
-	m->hint = NULL;
-	m->ins_leaf = NULL;
+	m->hint = 0;
+	m->ins_leaf = 0;
 	if (m->height == 1) {
 		if (leaf->n == 0) {
-			__atomic_store_n(&m->root, NULL, __ATOMIC_RELEASE);
+			__atomic_store_n(&m->root, 0, __ATOMIC_RELEASE);
 			m->height = 0;
 			node_put(m, leaf);
 		}
@@ -615,38 +702,40 @@ void vr_map_erase(struct vr_map *m, struct vr_range *r)
 	struct path p;
 	struct vr_bnode *leaf = descend(m, r->start, &p);
 	unsigned i = lower(leaf->key, 0, leaf->n, r->start);
-	if (i >= leaf->n || rec(leaf, i) != r)
+	if (i >= leaf->n || rec(m, leaf, i) != r)
 		abort(); /* not in the map: a caller bug that must not go on */
+	r->age_flags &= ~(uint64_t)VR_RANGE_INTREE;
 	leaf_remove(m, &p, i);
 }
 
-void vr_map_erase_at(struct vr_map *m, struct vr_range **link)
+void vr_map_erase_at(struct vr_map *m, vr_ref *link)
 {
-	struct vr_bnode *h = m->hint;
-	void **slot = (void **)link;
+	struct vr_bnode *h = NODE(m->hint);
+	vr_ref *slot = link;
 	if (h && slot >= &h->ptr[0] && slot < &h->ptr[h->n] &&
-	    (h->n > min_fill(m) || h == m->root)) {
+	    (h->n > min_fill(m) || REF(h) == m->root)) {
 		/* no rebalancing needed: no second descent */
 		unsigned i = (unsigned)(slot - &h->ptr[0]);
 		uint64_t key = h->key[i];
+		REC(*slot)->age_flags &= ~(uint64_t)VR_RANGE_INTREE;
 		shift_left(h, i + 1, 1);
 		h->n--;
 		m->nranges--;
-		m->hint = NULL;
-		m->ins_leaf = NULL;
+		m->hint = 0;
+		m->ins_leaf = 0;
 		if (h->n == 0) { /* the root leaf emptied */
-			__atomic_store_n(&m->root, NULL, __ATOMIC_RELEASE);
+			__atomic_store_n(&m->root, 0, __ATOMIC_RELEASE);
 			m->height = 0;
 			node_put(m, h);
 			return;
 		}
 		/* the intact pair marks the same bytes next: where they go */
-		m->ins_leaf = h;
+		m->ins_leaf = REF(h);
 		m->ins_i = i;
 		m->ins_key = key;
 		return;
 	}
-	vr_map_erase(m, *link);
+	vr_map_erase(m, REC(*link));
 }
 
 void vr_map_set_start(struct vr_map *m, struct vr_range *r, uint64_t start)
@@ -654,7 +743,7 @@ void vr_map_set_start(struct vr_map *m, struct vr_range *r, uint64_t start)
 	struct path p;
 	struct vr_bnode *leaf = descend(m, r->start, &p);
 	unsigned i = lower(leaf->key, 0, leaf->n, r->start);
-	if (i >= leaf->n || rec(leaf, i) != r || start < r->start || start >= r->end)
+	if (i >= leaf->n || rec(m, leaf, i) != r || start < r->start || start >= r->end)
 		abort();
 	/* the next key (in this leaf or to the right) is >= r->end > start,
 	 * so the leaf order holds; the separator right of r's subtree, at the
@@ -662,7 +751,7 @@ void vr_map_set_start(struct vr_map *m, struct vr_range *r, uint64_t start)
 	 * every key to its right, which are >= r->end) */
 	leaf->key[i] = start;
 	r->start = start;
-	m->ins_leaf = NULL; /* a key moved: the insert hint may be wrong */
+	m->ins_leaf = 0; /* a key moved: the insert hint may be wrong */
 	if (i + 1 < leaf->n)
 		return;
 	for (unsigned l = m->height - 1; l-- > 0;) {
@@ -675,14 +764,128 @@ void vr_map_set_start(struct vr_map *m, struct vr_range *r, uint64_t start)
 	}
 }
 
+/* ---- rebuilding a fixed map from its records ---- */
+
+static int cmp_start(const void *a, const void *b, void *arg)
+{
+	const struct vr_map *m = arg;
+	const struct vr_range *x = REC(*(const vr_ref *)a), *y = REC(*(const vr_ref *)b);
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int cmp_age(const void *a, const void *b, void *arg)
+{
+	const struct vr_map *m = arg;
+	uint64_t x = vr_range_age(REC(*(const vr_ref *)a)),
+		 y = vr_range_age(REC(*(const vr_ref *)b));
+	return x < y ? -1 : x > y;
+}
+
+int vr_map_rebuild(struct vr_map *m)
+{
+	if (!m->cap)
+		return -1;
+	vr_ref *v = vr_deref(m, m->log); /* scratch: the log is rebuilt last */
+	struct vr_range *recs = REC(m->rec_lo);
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < m->rec_n; i++) {
+		struct vr_range *r = &recs[i];
+		if ((r->age_flags & (VR_RANGE_INTREE | VR_RANGE_PENDING)) && r->start < r->end &&
+		    n < m->log_cap)
+			v[n++] = REF(r);
+		else
+			r->age_flags &= ~(VR_RANGE_INTREE | VR_RANGE_PENDING);
+	}
+	qsort_r(v, n, sizeof(*v), cmp_start, m);
+	/* join overlaps: the union, purged if any part was, the oldest age */
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		struct vr_range *r = REC(v[i]), *c = k ? REC(v[k - 1]) : NULL;
+		r->age_flags &= ~(uint64_t)VR_RANGE_ONLRU;
+		if (c && r->start < c->end) {
+			uint64_t age = vr_range_age(c) < vr_range_age(r) ? vr_range_age(c)
+									 : vr_range_age(r);
+			if (r->end > c->end)
+				c->end = r->end;
+			c->age_flags |= r->age_flags & VR_RANGE_PURGED;
+			vr_range_set_age(c, age);
+			r->age_flags = 0; /* freed below */
+			continue;
+		}
+		v[k++] = v[i];
+	}
+	if (k > m->cap)
+		return -1;
+	/* an empty tree and LRU, the free lists from scratch */
+	uint64_t page_shift = m->page_shift;
+	m->root = m->hint = m->ins_leaf = m->tail = 0;
+	m->height = 0;
+	m->free_leaves = m->free_inner = 0;
+	m->nfree_leaves = m->nfree_inner = 0;
+	m->node_next = m->node_lo;
+	m->nranges = 0;
+	m->log_head = m->log_hw = m->log_hc = m->log_tail = m->log_cur = 0;
+	m->log_pass = false;
+	m->nlog = 0;
+	m->nheap = m->nskip = 0;
+	m->nheap_live = 0;
+	m->cursor_gen = 0;
+	m->peek_src = 0;
+	for (uint64_t i = 0; i < k; i++) {
+		struct vr_range *r = REC(v[i]);
+		r->age_flags = (r->age_flags & ~(uint64_t)(VR_RANGE_PENDING | VR_RANGE_ONLRU)) |
+			       VR_RANGE_INTREE;
+		r->lru_pos = VR_LRU_NONE;
+	}
+	fixed_free_all(m);
+	for (uint64_t i = 0; i < k; i++) {
+		while (m->nfree_leaves < 1)
+			if (node_new(m, true) < 0)
+				return -1;
+		while (m->nfree_inner < m->height + 1)
+			if (node_new(m, false) < 0)
+				return -1;
+		vr_map_insert(m, REC(v[i]));
+	}
+	/* the LRU: every unpurged range holding a whole page, by age */
+	uint64_t l = 0;
+	for (uint64_t i = 0; i < k; i++) {
+		struct vr_range *r = REC(v[i]);
+		if (!vr_range_purged(r) &&
+		    vr_whole_pages(r->start, r->end, (unsigned)page_shift, NULL, NULL))
+			v[l++] = v[i];
+	}
+	qsort_r(v, l, sizeof(*v), cmp_age, m);
+	for (uint64_t i = 0; i < l; i++) {
+		struct vr_range *r = REC(v[i]);
+		r->lru_pos = (uint32_t)i;
+		r->age_flags |= VR_RANGE_ONLRU;
+	}
+	m->log_tail = (uint32_t)l;
+	m->nlog = l;
+	return vr_map_check(m);
+}
+
 /* ---- the lock-free read (rules in range-map.h) ---- */
+
+/* a ref read without the lock, or NULL if it cannot be one (a fixed map
+ * rebuilt under the reader; private maps: limit is UINT64_MAX) */
+static inline const void *racy_deref(const struct vr_map *m, vr_ref x, size_t size)
+{
+	if (x > m->limit - size)
+		return NULL;
+	return vr_deref(m, x);
+}
 
 int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *out)
 {
-	const struct vr_bnode *n = __atomic_load_n(&m->root, __ATOMIC_ACQUIRE);
+	vr_ref x = __atomic_load_n(&m->root, __ATOMIC_ACQUIRE);
+	if (!x)
+		return 0;
+	const struct vr_bnode *n = racy_deref(m, x, sizeof(*n));
 	for (unsigned depth = 0;; depth++) {
 		if (!n)
-			return 0;
+			return -1;
 		if (depth == VR_BT_MAXH)
 			return -1;
 		unsigned cnt = LD(n->n);
@@ -697,14 +900,17 @@ int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *ou
 			if (i == 0) {
 				/* off is below this leaf's keys: the last range of
 				 * the leaf before may still reach it */
-				n = LD(n->prev);
-				if (!n)
+				x = LD(n->prev);
+				if (!x)
 					return 0;
+				n = racy_deref(m, x, sizeof(*n));
+				if (!n)
+					return -1;
 				i = LD(n->n);
 				if (i == 0 || i > VR_BT_KEYS)
 					return -1;
 			}
-			const struct vr_range *r = LD(n->ptr[i - 1]);
+			const struct vr_range *r = racy_deref(m, LD(n->ptr[i - 1]), sizeof(*r));
 			if (!r)
 				return -1;
 			uint64_t s = LD(r->start), e = LD(r->end);
@@ -717,7 +923,7 @@ int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *ou
 		}
 		if (cnt == 0)
 			return -1;
-		n = LD(n->ptr[i - 1]);
+		n = racy_deref(m, LD(n->ptr[i - 1]), sizeof(*n));
 	}
 }
 
@@ -731,22 +937,22 @@ static int check_node(const struct vr_map *m, const struct vr_bnode *n, unsigned
 	if (n->leaf != (level + 1 == m->height))
 		return -1;
 	if (n->leaf) {
-		if (n->prev != *leaf_prev || (*leaf_prev && (*leaf_prev)->next != n))
+		if (NODE(n->prev) != *leaf_prev || (*leaf_prev && NODE((*leaf_prev)->next) != n))
 			return -1;
 		*leaf_prev = n;
 		for (unsigned i = 0; i < n->n; i++) {
-			const struct vr_range *r = rec(n, i);
+			const struct vr_range *r = rec(m, n, i);
 			if (!r || n->key[i] != r->start || r->start >= r->end)
 				return -1;
-			if (r->start < lo || r->start >= hi)
+			if (r->start < lo || r->start >= hi || !(r->age_flags & VR_RANGE_INTREE))
 				return -1;
-			if (i > 0 && rec(n, i - 1)->end > r->start)
+			if (i > 0 && rec(m, n, i - 1)->end > r->start)
 				return -1; /* overlap */
 		}
 		*count += n->n;
 		return 0;
 	}
-	if (n->n < 2 && n != m->root)
+	if (n->n < 2 && REF(n) != m->root)
 		return -1;
 	for (unsigned i = 0; i < n->n; i++) {
 		uint64_t clo = i ? n->key[i] : lo, chi = i + 1 < n->n ? n->key[i + 1] : hi;
@@ -754,7 +960,7 @@ static int check_node(const struct vr_map *m, const struct vr_bnode *n, unsigned
 			return -1;
 		if (chi <= clo || !n->ptr[i])
 			return -1;
-		if (check_node(m, n->ptr[i], level + 1, clo, chi, leaf_prev, count) < 0)
+		if (check_node(m, NODE(n->ptr[i]), level + 1, clo, chi, leaf_prev, count) < 0)
 			return -1;
 	}
 	return 0;
@@ -770,13 +976,13 @@ int vr_map_check(const struct vr_map *m)
 	} else {
 		if (m->height == 0 || m->height > VR_BT_MAXH)
 			return -1;
-		if (check_node(m, m->root, 0, 0, UINT64_MAX, &last, &count) < 0)
+		if (check_node(m, NODE(m->root), 0, 0, UINT64_MAX, &last, &count) < 0)
 			return -1;
 		if (last->next || count != m->nranges)
 			return -1;
 		/* ranges are disjoint across leaves too */
-		for (const struct vr_bnode *l = last; l->prev; l = l->prev)
-			if (rec(l->prev, l->prev->n - 1)->end > rec(l, 0)->start)
+		for (const struct vr_bnode *l = last; l->prev; l = NODE(l->prev))
+			if (rec(m, NODE(l->prev), NODE(l->prev)->n - 1)->end > rec(m, l, 0)->start)
 				return -1;
 	}
 	return vr_lru_check(m);

@@ -53,13 +53,37 @@
 
 #define VR_RANGE_PURGED 0x1u /* the range was purged (its whole pages discarded) */
 #define VR_RANGE_ONLRU 0x2u  /* the range can be purged: it has a live LRU entry */
-#define VR_RANGE_FLAG_BITS 2
+#define VR_RANGE_INTREE 0x4u /* the record is in the tree (set by insert, cleared by erase) */
+#define VR_RANGE_PENDING                                                                           \
+	0x8u /* a change in progress will end with this record in the
+				 tree (vr_mark's merged range): see vr_map_rebuild */
+#define VR_RANGE_FLAG_BITS 4
 
 #define VR_LRU_NONE 0xfffffffeu /* lru_pos: no entry */
 #define VR_LRU_HEAP 0xffffffffu /* lru_pos: the entry is in the heap */
 
+/*
+ * POSITION INDEPENDENCE.  A map may live in memory that several processes
+ * map at different addresses (a shared region's state, shared.h).  So the
+ * map stores no pointer: every link (tree nodes, records, the LRU log and
+ * heap) is a vr_ref, an offset from the map's base, 0 meaning none.  The
+ * base is derived from the map's own address: base = (char *)m - m->self.
+ * A private map has self = its own address, so its base is 0 and a ref is
+ * just the pointer's value; a map inside a shared state has self = its
+ * offset in that state, the same number in every process.  Functions take
+ * and return ordinary pointers; only stored links are refs.
+ *
+ * FIXED STORAGE.  A map set up with vr_map_init_fixed() carves nothing
+ * from malloc: its records, nodes, log and heap are arrays after the map
+ * in the caller's area, sized for vr_map_capacity() ranges; allocation
+ * beyond that fails (callers turn it into -ENOSPC).  Its records are the
+ * source of truth for vr_map_rebuild(), which recreates the tree and the
+ * LRU from them after a process died in the middle of a change.
+ */
+typedef uint64_t vr_ref;
+
 struct vr_range {
-	uint64_t start, end; /* [start, end) in bytes */
+	uint64_t start, end; /* [start, end) in bytes; free records: start = next free */
 	uint64_t age_flags;  /* age << 2 | VR_RANGE_* flags */
 	uint32_t lru_pos;    /* index of the log entry, VR_LRU_HEAP or VR_LRU_NONE */
 	uint32_t heap_tag;   /* with VR_LRU_HEAP: the tag of its heap entry */
@@ -73,58 +97,84 @@ struct vr_range {
 #define VR_BT_MAXH 16 /* levels; 30^16 ranges is far beyond memory */
 
 struct vr_bnode {
-	uint32_t n;                   /* entries in use */
-	uint32_t leaf;                /* immutable for the node's life */
-	struct vr_bnode *next, *prev; /* leaves in key order; free list */
-	uint64_t key[VR_BT_KEYS];     /* leaf: range starts; inner: key[i]
-					     (i >= 1) separates child i-1 | i */
-	void *ptr[VR_BT_KEYS];        /* leaf: struct vr_range *; inner: children */
+	uint32_t n;               /* entries in use */
+	uint32_t leaf;            /* immutable for the node's life */
+	vr_ref next, prev;        /* leaves in key order; free list */
+	uint64_t key[VR_BT_KEYS]; /* leaf: range starts; inner: key[i]
+				     (i >= 1) separates child i-1 | i */
+	vr_ref ptr[VR_BT_KEYS];   /* leaf: struct vr_range; inner: children */
 };
 
 struct vr_lru_ent {
 	uint64_t age;
-	struct vr_range *r;
+	vr_ref r;
 	uint32_t tag; /* a record freed and reused keeps no stale entry alive */
 };
 
 struct vr_arena;
 
 struct vr_map {
-	struct vr_bnode *root; /* NULL when empty */
-	unsigned height;       /* levels, leaves included; 0 when empty */
-	unsigned fanout;       /* entries per node, <= VR_BT_KEYS (tests lower it) */
-	struct vr_bnode *free_leaves, *free_inner;
+	uint64_t self;   /* this map's address minus its base (see above) */
+	vr_ref root;     /* 0 when empty */
+	unsigned height; /* levels, leaves included; 0 when empty */
+	unsigned fanout; /* entries per node, <= VR_BT_KEYS (tests lower it) */
+	vr_ref free_leaves, free_inner;
 	unsigned nfree_leaves, nfree_inner;
-	struct vr_bnode *hint; /* leaf of the last vr_map_find_link */
+	vr_ref hint; /* leaf of the last vr_map_find_link */
 	/* where a range starting at ins_key goes, as the last
 	 * vr_map_neighbours(ins_key) found it or the last vr_map_erase_at()
 	 * left it; cleared by every other change */
-	struct vr_bnode *ins_leaf;
-	struct vr_bnode *tail; /* the last leaf, if still so (checked on use) */
+	vr_ref ins_leaf;
+	vr_ref tail; /* the last leaf, if still so (checked on use) */
 	unsigned ins_i;
 	uint64_t ins_key;
 
 	/* LRU log: entries in [log_head, log_hw) and [log_hc, log_tail),
 	 * oldest first (the hole between: an incremental compaction pass) */
-	struct vr_range **log;
+	vr_ref log; /* vr_ref[log_cap] */
 	uint32_t log_head, log_hw, log_hc, log_tail, log_cap;
 	uint32_t log_cur; /* purge cursor */
 	bool log_pass;
 	size_t nlog; /* live log entries */
 	/* LRU heap: [0, nheap) a min-heap by age; [cap - nskip, cap) the
 	 * entries skipped by the current purge generation */
-	struct vr_lru_ent *heap;
+	vr_ref heap; /* struct vr_lru_ent[heap_cap] */
 	uint32_t nheap, nskip, heap_cap, heap_tag;
 	size_t nheap_live;
 	uint64_t cursor_gen; /* purge generation of log_cur and the skipped entries */
 	int peek_src;        /* where the last vr_lru_peek() found its range */
 
-	struct vr_arena *arenas; /* where records and nodes are carved */
-	size_t arena_bytes, nrecords;
-	struct vr_range *free_nodes;
+	struct vr_arena *arenas; /* private maps: where records and nodes are carved */
+	uint64_t arena_bytes, nrecords;
+	vr_ref free_nodes; /* free records */
 	unsigned page_shift;
-	size_t nranges;
+	uint64_t nranges;
+
+	/* fixed storage (vr_map_init_fixed); cap == 0 for a private map */
+	uint64_t cap;   /* ranges the map may hold */
+	uint64_t limit; /* every valid ref is below this (UINT64_MAX: private) */
+	vr_ref rec_lo;  /* the record array ... */
+	uint64_t rec_n; /* ... of rec_n records */
+	vr_ref node_lo, node_next, node_hi; /* nodes: [node_lo, node_next) carved */
 };
+
+static inline uintptr_t vr_map_base(const struct vr_map *m)
+{
+	return (uintptr_t)m - m->self;
+}
+static inline void *vr_deref(const struct vr_map *m, vr_ref x)
+{
+	return x ? (void *)(vr_map_base(m) + x) : NULL;
+}
+static inline vr_ref vr_mkref(const struct vr_map *m, const void *p)
+{
+	return p ? (vr_ref)((uintptr_t)p - vr_map_base(m)) : 0;
+}
+/* ranges the map may hold, 0 = no fixed bound (a private map) */
+static inline uint64_t vr_map_capacity(const struct vr_map *m)
+{
+	return m->cap;
+}
 
 static inline uint64_t vr_range_age(const struct vr_range *r)
 {
@@ -158,8 +208,21 @@ static inline bool vr_whole_pages(uint64_t start, uint64_t end, unsigned shift, 
 }
 
 void vr_map_init(struct vr_map *m, unsigned page_shift) _nonnull_();
-/* frees every record, node and log */
+/* frees every record, node and log (nothing for a fixed map) */
 void vr_map_fini(struct vr_map *m) _nonnull_();
+/* bytes a fixed map for cap ranges needs, itself included */
+size_t vr_map_fixed_bytes(uint64_t cap);
+/* an empty fixed map at m (64-byte aligned, vr_map_fixed_bytes(cap)
+ * bytes); base: what refs are relative to (<= m), the start of an area
+ * that every process maps whole */
+void vr_map_init_fixed(struct vr_map *m, unsigned page_shift, const void *base, uint64_t cap)
+	_nonnull_();
+/* a fixed map's tree and LRU rebuilt from its records: every record that
+ * is VR_RANGE_INTREE or VR_RANGE_PENDING with start < end counts;
+ * overlapping ones are joined (the union, PURGED if any was, the oldest
+ * age); PENDING is cleared.  For the repair after a process died in the
+ * middle of a change (shared.c).  0, or -1 if the records do not fit. */
+int vr_map_rebuild(struct vr_map *m) _nonnull_();
 
 /* a zeroed record from the map's arenas, and the reserve for one insert (see
  * ALLOCATION RULE); NULL on ENOMEM (nothing changed) */
@@ -180,8 +243,12 @@ void vr_map_neighbours(struct vr_map *m, uint64_t off, struct vr_range **pred,
 		       struct vr_range **succ) _nonnull_();
 /* the leaf slot that holds the range containing off, or NULL: lets
  * vr_map_erase_at() skip a second descent if nothing changed in between */
-struct vr_range **vr_map_find_link(struct vr_map *m, uint64_t off) _nonnull_();
-void vr_map_erase_at(struct vr_map *m, struct vr_range **link) _nonnull_();
+vr_ref *vr_map_find_link(struct vr_map *m, uint64_t off) _nonnull_();
+void vr_map_erase_at(struct vr_map *m, vr_ref *link) _nonnull_();
+static inline struct vr_range *vr_map_link_rec(const struct vr_map *m, const vr_ref *link)
+{
+	return vr_deref(m, *link);
+}
 
 /* tree membership; keys must not overlap existing ranges */
 void vr_map_insert(struct vr_map *m, struct vr_range *r) _nonnull_();
@@ -224,6 +291,9 @@ void vr_lru_pop(struct vr_map *m) _nonnull_();
  *     type it expects (or is NULL);
  *   - pointer slots are written with single aligned stores (ptr_store),
  *     never memmove/memcpy, so no torn pointer is ever visible;
+ *   - in a fixed map (a shared state) every ref read is checked against
+ *     m->limit before use: another process may rebuild the map under
+ *     the reader, and all the area below limit is mapped;
  *   - counts are clamped to VR_BT_KEYS and the descent to VR_BT_MAXH
  *     levels, so a walk through garbage keys is bounded;
  *   - the log and the heap are reallocated and are NOT read here.

@@ -42,7 +42,7 @@ void vr_region_unlock(struct vr_region *r)
 
 void vr_region_publish_oldest(struct vr_region *r)
 {
-	atomic_store_explicit(&r->oldest_age, vr_lru_oldest_age(&r->map), memory_order_relaxed);
+	atomic_store_explicit(&r->oldest_age, vr_lru_oldest_age(r->map), memory_order_relaxed);
 }
 
 static inline uint64_t page_mask(void)
@@ -72,27 +72,27 @@ static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 /* a new, youngest range enters the tree (and the LRU if it can be purged) */
 static void range_link(struct vr_region *r, struct vr_range *rg)
 {
-	vr_map_insert(&r->map, rg);
+	vr_map_insert(r->map, rg);
 	gauge_add(r, rg, +1);
 	if (!vr_range_purged(rg) &&
-	    vr_whole_pages(rg->start, rg->end, r->map.page_shift, NULL, NULL)) {
-		vr_lru_append(&r->map, rg);
+	    vr_whole_pages(rg->start, rg->end, r->map->page_shift, NULL, NULL)) {
+		vr_lru_append(r->map, rg);
 		r->lru_added = true;
 	}
 }
 
 /* a range leaves the tree, the LRU and the gauges and is freed; link is
  * where it hangs in the tree if the caller knows (saves a descent) */
-static void range_drop(struct vr_region *r, struct vr_range *rg, struct vr_range **link)
+static void range_drop(struct vr_region *r, struct vr_range *rg, vr_ref *link)
 {
 	if (vr_range_on_lru(rg))
-		vr_lru_remove(&r->map, rg);
+		vr_lru_remove(r->map, rg);
 	if (link)
-		vr_map_erase_at(&r->map, link);
+		vr_map_erase_at(r->map, link);
 	else
-		vr_map_erase(&r->map, rg);
+		vr_map_erase(r->map, rg);
 	gauge_add(r, rg, -1);
-	vr_map_free(&r->map, rg);
+	vr_map_free(r->map, rg);
 }
 
 /* ---- argument checks ---- */
@@ -119,13 +119,12 @@ static int check_span(const struct vr_region *r, size_t off, size_t len)
  * becomes purged all the same, so nothing is ever reported intact. */
 static uint64_t purge_at_once(struct vr_region *r, uint64_t s, uint64_t e)
 {
-	unsigned sh = r->map.page_shift;
+	unsigned sh = r->map->page_shift;
 	uint64_t w0, w1, cur, reclaimed = 0;
 	if (!vr_whole_pages(s, e, sh, &w0, &w1))
 		return 0;
 	cur = w0;
-	for (struct vr_range *c = vr_map_first_end_after(&r->map, s);;
-	     c = vr_map_next(&r->map, c)) {
+	for (struct vr_range *c = vr_map_first_end_after(r->map, s);; c = vr_map_next(r->map, c)) {
 		uint64_t c0 = w1, c1 = w1;
 		if (c && c->start < e) {
 			if (!vr_range_purged(c) || !vr_whole_pages(c->start, c->end, sh, &c0, &c1))
@@ -150,7 +149,7 @@ static uint64_t purge_at_once(struct vr_region *r, uint64_t s, uint64_t e)
  * Returns -1 when the general path must decide. */
 static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
 {
-	struct vr_map *m = &r->map;
+	struct vr_map *m = r->map;
 	struct vr_range *pred, *succ;
 	vr_map_neighbours(m, a, &pred, &succ);
 	if (pred && pred->end >= b)
@@ -173,7 +172,7 @@ static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
 
 static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 {
-	struct vr_map *m = &r->map;
+	struct vr_map *m = r->map;
 	struct vr_ctx *c = r->ctx;
 	int fast = mark_fast(r, a, b);
 	if (fast != -1)
@@ -231,8 +230,8 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 static int status_locked(struct vr_region *r, uint64_t a, uint64_t b)
 {
 	int st = 0;
-	for (struct vr_range *x = vr_map_first_end_after(&r->map, a); x && x->start < b;
-	     x = vr_map_next(&r->map, x)) {
+	for (struct vr_range *x = vr_map_first_end_after(r->map, a); x && x->start < b;
+	     x = vr_map_next(r->map, x)) {
 		st |= VR_STATE_VOLATILE;
 		if (vr_range_purged(x))
 			return VR_STATE_VOLATILE | VR_STATE_PURGED;
@@ -300,13 +299,14 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 /* ---- unmark ---- */
 static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 {
-	struct vr_map *m = &r->map;
+	struct vr_map *m = r->map;
 	unsigned sh = m->page_shift;
 
 	/* fast path: exactly one unpurged range, one descent */
-	struct vr_range **link = vr_map_find_link(m, a);
-	if (link && (*link)->start == a && (*link)->end == b && !vr_range_purged(*link)) {
-		range_drop(r, *link, link);
+	vr_ref *link = vr_map_find_link(m, a);
+	struct vr_range *hit = link ? vr_map_link_rec(m, link) : NULL;
+	if (hit && hit->start == a && hit->end == b && !vr_range_purged(hit)) {
+		range_drop(r, hit, link);
 		vr_region_publish_oldest(r);
 		return VR_INTACT;
 	}
@@ -508,7 +508,8 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 		r->ino = st->st_ino;
 	}
 	pthread_mutex_init(&r->lock, NULL);
-	vr_map_init(&r->map, vr_page_shift());
+	r->map = &r->own_map;
+	vr_map_init(r->map, vr_page_shift());
 	r->ctx = ctx;
 	r->base = base;
 	r->size = size;
@@ -547,7 +548,7 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	*out = r;
 	return 0;
 fail:
-	vr_map_fini(&r->map);
+	vr_map_fini(r->map);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 	return err;
@@ -678,7 +679,7 @@ void vr_region_release(struct vr_region *r, bool inherited)
 		atomic_fetch_sub(&sh->volatile_bytes, r->volatile_bytes);
 		atomic_fetch_sub(&sh->purged_bytes, r->purged_bytes);
 	}
-	vr_map_fini(&r->map);
+	vr_map_fini(r->map);
 }
 
 /* called with ctx->purge_lock and ctx->lock held, or vr_global_lock if

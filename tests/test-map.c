@@ -264,8 +264,8 @@ static void op_erase(struct model *m, struct vr_map *map)
 	if (at) {
 		/* what vr_unmark's exact path does: find the slot, erase it */
 		uint64_t off = s + vt_below(&rng, r->end - s);
-		struct vr_range **link = vr_map_find_link(map, off);
-		MCHECK(link && *link == r, "find_link(%" PRIu64 ")", off);
+		vr_ref *link = vr_map_find_link(map, off);
+		MCHECK(link && vr_map_link_rec(map, link) == r, "find_link(%" PRIu64 ")", off);
 		vr_map_erase_at(map, link);
 	} else {
 		vr_map_erase(map, r);
@@ -492,7 +492,7 @@ static void test_map_empty_and_bounds(void **state)
 	a->end = 50; /* overlaps c */
 	assert_int_equal(vr_map_check(&m), -1);
 	a->end = 20;
-	c->age_flags = 0; /* unpurged, no whole page: fine off the LRU */
+	c->age_flags = VR_RANGE_INTREE; /* unpurged, no whole page: fine off the LRU */
 	assert_int_equal(vr_map_check(&m), 0);
 	c->end = 0x2000; /* still ordered, now holds a page... */
 	vr_map_set_start(&m, c, 0x1000);
@@ -522,11 +522,11 @@ static void test_map_whole_pages(void **state)
 
 static size_t count_leaves(const struct vr_map *m)
 {
-	const struct vr_bnode *n = m->root;
+	const struct vr_bnode *n = vr_deref(m, m->root);
 	size_t k = 0;
 	while (n && !n->leaf)
-		n = n->ptr[0];
-	for (; n; n = n->next)
+		n = vr_deref(m, n->ptr[0]);
+	for (; n; n = vr_deref(m, n->next))
 		k++;
 	return k;
 }
@@ -611,9 +611,9 @@ static void test_map_log_bounded(void **state)
 	uint32_t maxcap = 0;
 	for (int k = 0; k < PAIRS; k++) {
 		size_t i = vt_below(&g, N);
-		struct vr_range **link = vr_map_find_link(&m, v[i]->start);
+		vr_ref *link = vr_map_find_link(&m, v[i]->start);
 		assert_non_null(link);
-		assert_ptr_equal(*link, v[i]);
+		assert_ptr_equal(vr_map_link_rec(&m, link), v[i]);
 		vr_lru_remove(&m, v[i]);
 		vr_map_erase_at(&m, link);
 		uint64_t s = v[i]->start;
@@ -692,6 +692,113 @@ static void *racy_reader(void *arg)
 	return NULL;
 }
 
+/* fixed storage (a shared region's state): capacity, position
+ * independence (the area copied to another address works there) and the
+ * rebuild after a change was cut short */
+static void fixed_add(struct vr_map *m, uint64_t s, uint64_t e, uint64_t age, bool purged)
+{
+	struct vr_range *r = vr_map_alloc(m);
+	assert_non_null(r);
+	r->start = s;
+	r->end = e;
+	r->age_flags = purged ? VR_RANGE_PURGED : 0;
+	vr_range_set_age(r, age);
+	vr_map_insert(m, r);
+	if (!purged && vr_whole_pages(s, e, SHIFT, NULL, NULL))
+		vr_lru_append(m, r);
+}
+
+static void test_map_fixed(void **state)
+{
+	(void)state;
+	const uint64_t cap = 512;
+	size_t bytes = vr_map_fixed_bytes(cap) + 256;
+	char *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+	assert_non_null(a);
+	assert_non_null(b);
+	memset(a, 0, bytes);
+	struct vr_map *m = (struct vr_map *)(a + 256); /* base = a: refs relative to it */
+	vr_map_init_fixed(m, SHIFT, a, cap);
+	assert_int_equal(vr_map_capacity(m), cap);
+	/* inserts up to the capacity: even pages, one range each */
+	uint64_t n = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t i = (uint64_t)pass; n < cap && i < 2 * cap; i += 2, n++)
+			fixed_add(m, i * PGSZ, i * PGSZ + PGSZ / 2, n + 1, false);
+	assert_int_equal(m->nranges, cap);
+	assert_int_equal(vr_map_check(m), 0);
+	/* the records beyond it are the spare a change allocates first */
+	struct vr_range *spare[8];
+	unsigned ns = 0;
+	while (ns < 8 && (spare[ns] = vr_map_alloc(m)) != NULL)
+		ns++;
+	assert_true(ns >= 1 && ns < 8);
+	while (ns)
+		vr_map_free(m, spare[--ns]);
+	/* copied elsewhere, the map works there and the original is untouched */
+	memcpy(b, a, bytes);
+	struct vr_map *m2 = (struct vr_map *)(b + 256);
+	assert_int_equal(vr_map_check(m2), 0);
+	struct vr_range *x = vr_map_first_end_after(m2, 6 * PGSZ);
+	assert_non_null(x);
+	assert_true((char *)x >= b && (char *)x < b + bytes);
+	assert_int_equal(x->start, 6 * PGSZ);
+	struct vr_range out;
+	assert_int_equal(vr_map_lookup_racy(m2, 6 * PGSZ + 1, &out), 1);
+	assert_int_equal(out.start, 6 * PGSZ);
+	assert_int_equal(vr_map_lookup_racy(m2, 6 * PGSZ + PGSZ / 2, &out), 0);
+	/* empty the copy; the original still holds every range */
+	while (m2->nranges) {
+		struct vr_range *r = vr_map_first_end_after(m2, 0);
+		if (vr_range_on_lru(r))
+			vr_lru_remove(m2, r);
+		vr_map_erase(m2, r);
+		vr_map_free(m2, r);
+	}
+	assert_int_equal(vr_map_check(m2), 0);
+	assert_int_equal(m->nranges, cap);
+	assert_int_equal(vr_map_check(m), 0);
+
+	/* a change cut short: records that overlap (a merged range written
+	 * PENDING before its constituents left the tree), one of them purged,
+	 * and a tree whose nodes are garbage */
+	memset(a, 0, bytes);
+	vr_map_init_fixed(m, SHIFT, a, cap);
+	fixed_add(m, 0, 4 * PGSZ, 10, false);
+	fixed_add(m, 8 * PGSZ, 9 * PGSZ, 11, true);
+	fixed_add(m, 20 * PGSZ, 22 * PGSZ, 12, false);
+	struct vr_range *p = vr_map_alloc(m);
+	assert_non_null(p);
+	p->start = 2 * PGSZ;
+	p->end = 10 * PGSZ;
+	p->age_flags = VR_RANGE_PENDING | VR_RANGE_PURGED;
+	vr_range_set_age(p, 13);
+	struct vr_range *lost = vr_map_alloc(m); /* allocated, never inserted */
+	assert_non_null(lost);
+	lost->start = 30 * PGSZ;
+	lost->end = 31 * PGSZ;
+	memset(vr_deref(m, m->node_lo), 0x5a, (size_t)(m->node_next - m->node_lo));
+	assert_int_equal(vr_map_rebuild(m), 0);
+	assert_int_equal(m->nranges, 2);
+	x = vr_map_first_end_after(m, 0);
+	assert_int_equal(x->start, 0);
+	assert_int_equal(x->end, 10 * PGSZ);
+	assert_true(vr_range_purged(x));
+	assert_int_equal(vr_range_age(x), 10);
+	assert_false(vr_range_on_lru(x));
+	x = vr_map_next(m, x);
+	assert_int_equal(x->start, 20 * PGSZ);
+	assert_true(vr_range_on_lru(x));
+	assert_null(vr_map_first_end_after(m, 23 * PGSZ));
+	assert_int_equal(vr_lru_count(m), 1);
+	/* every other record is free again: cap ranges fit */
+	for (uint64_t i = 0; m->nranges < cap; i++)
+		fixed_add(m, (100 + 2 * i) * PGSZ, (101 + 2 * i) * PGSZ, 20 + i, false);
+	assert_int_equal(vr_map_check(m), 0);
+	free(a);
+	free(b);
+}
+
 static void test_map_racy_reader(void **state)
 {
 	(void)state;
@@ -743,7 +850,7 @@ int main(void)
 		cmocka_unit_test(test_map_empty_and_bounds), cmocka_unit_test(test_map_whole_pages),
 		cmocka_unit_test(test_map_sorted_inserts),   cmocka_unit_test(test_map_log_bounded),
 		cmocka_unit_test(test_map_random),           cmocka_unit_test(test_map_random_deep),
-		cmocka_unit_test(test_map_racy_reader),
+		cmocka_unit_test(test_map_racy_reader),      cmocka_unit_test(test_map_fixed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (vr_range_on_lru(hit))
 				vr_lru_remove(&m, hit);
 			if (len % 2) {
-				struct vr_range **link = vr_map_find_link(&m, a);
-				if (!link || *link != hit)
+				vr_ref *link = vr_map_find_link(&m, a);
+				if (!link || vr_map_link_rec(&m, link) != hit)
 					fail("find_link");
 				vr_map_erase_at(&m, link);
 			} else {
