@@ -386,7 +386,7 @@ static void run_verifier(const int *roles, int nw, int nowners, int kills, doubl
 		verify_live(reg, vt_below(&rng, KJ_SLOTS));
 		int st;
 		for (int i = 0; i < nw; i++)
-			if (waitpid(w[i].pid, &st, WNOHANG) == w[i].pid)
+			if (vs_waitpid(w[i].pid, &st, WNOHANG) == w[i].pid)
 				fail_worker(i, st);
 		if (!kills || now_s() < next) {
 			usleep(200);
@@ -394,7 +394,7 @@ static void run_verifier(const int *roles, int nw, int nowners, int kills, doubl
 		}
 		int i = (int)vt_below(&rng, (uint64_t)nw);
 		CK_EQ(kill(w[i].pid, SIGKILL), 0);
-		CK_EQ(waitpid(w[i].pid, &st, 0), w[i].pid);
+		CK_EQ(vs_waitpid(w[i].pid, &st, 0), w[i].pid);
 		if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
 			fail_worker(i, st);
 		killed++;
@@ -409,7 +409,7 @@ static void run_verifier(const int *roles, int nw, int nowners, int kills, doubl
 	for (int i = 0; i < nw; i++) {
 		int st;
 		alarm(60);
-		CK_EQ(waitpid(w[i].pid, &st, 0), w[i].pid);
+		CK_EQ(vs_waitpid(w[i].pid, &st, 0), w[i].pid);
 		if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
 			fail_worker(i, st);
 		CK(atomic_load(&J->ops[i]) > 0, "(worker %d did nothing)", i);

@@ -672,9 +672,8 @@ static void sc_fork(void)
 		CK_EQ(vr_status(j, P, P), VR_STATE_VOLATILE);
 		VS_EXPECT_DATA(&A, 0, 0, P, 5);
 		CK_EQ(vr_mark(j, 4 * P, 2 * P), VR_INTACT);
-		char x = 'm';
-		CK_EQ(write(up[1], &x, 1), 1);
-		CK_EQ(read(down[0], &x, 1), 1);
+		CK_EQ(vs_xfer1(up[1], true), 1);
+		CK_EQ(vs_xfer1(down[0], false), 1);
 		VS_EXPECT_TRAP(&A, 0, 4 * P + 9);
 		VS_EXPECT_TRAP(&A, 0, P);
 		CK_EQ(vr_ctx_stat(c, VR_STAT_PURGED_BYTES), 3 * P);
@@ -685,13 +684,12 @@ static void sc_fork(void)
 	}
 	close(up[1]);
 	close(down[0]);
-	char x;
-	CK_EQ(read(up[0], &x, 1), 1);
+	CK_EQ(vs_xfer1(up[0], false), 1);
 	CK_EQ(vr_status(r, 4 * P, 2 * P), VR_STATE_VOLATILE);
 	CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)(3 * P));
-	CK_EQ(write(down[1], &x, 1), 1);
+	CK_EQ(vs_xfer1(down[1], true), 1);
 	int st = 0;
-	CK_EQ(waitpid(pid, &st, 0), pid);
+	CK_EQ(vs_waitpid(pid, &st, 0), pid);
 	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(child: status 0x%x)", st);
 	CK_EQ(vr_status(r, P, P), VP);
 	CK_EQ(vr_status(r, 4 * P, 2 * P), VP);
@@ -861,7 +859,7 @@ static void sc_stopped(void)
 	CK_EQ(MARK(&A, ra, 2 * P, 2 * P), VR_INTACT);
 	CK_EQ(kill(B.pid, SIGSTOP), 0);
 	int st;
-	CK_EQ(waitpid(B.pid, &st, WUNTRACED), B.pid);
+	CK_EQ(vs_waitpid(B.pid, &st, WUNTRACED), B.pid);
 	CK(WIFSTOPPED(st));
 	ssize_t n = vr_ctx_purge(VS.ctx, SIZE_MAX);
 	uint64_t sk = vr_ctx_stat(VS.ctx, VR_STAT_SKIPPED_BUSY);

@@ -420,12 +420,30 @@ static inline struct vs_proc vs_spawn(void)
 	return (struct vs_proc){ .pid = pid, .sock = sv[0] };
 }
 
+/* waitpid and one-byte pipe transfers, again after EINTR (the guard
+ * protocol may signal a mapper) */
+static inline pid_t vs_waitpid(pid_t pid, int *st, int flags)
+{
+	pid_t r;
+	while ((r = waitpid(pid, st, flags)) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
+static inline ssize_t vs_xfer1(int fd, bool out)
+{
+	char x = 'x';
+	ssize_t n;
+	while ((n = out ? write(fd, &x, 1) : read(fd, &x, 1)) < 0 && errno == EINTR)
+		;
+	return n;
+}
+
 /* the wait status of a peer that is gone */
 static inline int vs_reap(struct vs_proc *p)
 {
 	int st = 0;
-	while (waitpid(p->pid, &st, 0) < 0)
-		CK(errno == EINTR, "(waitpid: %s)", strerror(errno));
+	CK_EQ(vs_waitpid(p->pid, &st, 0), p->pid);
 	return st;
 }
 
