@@ -16,6 +16,8 @@
  *             the others read the new data; partial pages keep theirs
  *   ages      S29: S8 order per file whoever marked, across processes
  *             and against the ctx's private regions
+ *   pressure  S29: one ctx's pressure and limit take the ranges other
+ *             processes marked
  *   stats     S29: gauges count the file's ranges once, cumulative
  *             stats what the ctx did
  *   capacity  S31: the documented range capacity, -ENOSPC changes nothing
@@ -504,6 +506,48 @@ static void sc_stats(void)
 	vr_ctx_destroy(VS.ctx);
 }
 
+/* ---- S29: the limit and pressure of one ctx take every process's ranges ---- */
+static void sc_pressure(void)
+{
+	size_t P = vt_pg();
+	vs_init();
+	int ra = vs_new_shared(&A, 16 * P);
+	struct vs_proc B = vs_spawn();
+	int rb = join_from(&B, &A, ra, 0);
+	for (size_t i = 0; i < 3; i++)
+		CK_EQ(MARK(&A, ra, 4 * i * P, 2 * P), VR_INTACT);
+	/* MODERATE in B: down to half of 6 pages, oldest first */
+	CK_EQ(vs_call(&B, VS_PRESSURE, 0, VR_PRESSURE_MODERATE, 0, 0), (int64_t)(4 * P));
+	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 8 * P, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(STAT(&B, VR_STAT_PRESSURE_EVENTS), 1);
+	CK_EQ(STAT(&A, VR_STAT_PRESSURE_EVENTS), 0);
+	CK_EQ(STAT(&B, VR_STAT_PURGES), 2);
+	CK_EQ(STAT(&A, VR_STAT_PURGES), 0);
+	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
+	/* B's limit: at vr_ctx_set_limit and at each of B's marks */
+	for (size_t i = 0; i < 3; i++)
+		CK_EQ(MARK(&A, ra, 4 * i * P, 2 * P), VR_INTACT);
+	CK_EQ(vs_call(&B, VS_LIMIT, 0, 3 * P, 0, 0), 0);
+	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), 2 * P);
+	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 8 * P, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(MARK(&B, rb, 12 * P, 2 * P), VR_INTACT);
+	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), 2 * P);
+	CK_EQ(STATUS(&A, ra, 8 * P, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 12 * P, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(vs_call(&B, VS_LIMIT, 0, 0, 0, 0), 0);
+	/* CRITICAL: everything purgeable */
+	CK_EQ(MARK(&A, ra, 14 * P, P), VR_INTACT); /* adjacent: joins B's range */
+	CK_EQ(vs_call(&B, VS_PRESSURE, 0, VR_PRESSURE_CRITICAL, 0, 0), (int64_t)(3 * P));
+	CK_EQ(STATUS(&A, ra, 0, 16 * P), VP);
+	CK_EQ(STAT(&A, VR_STAT_VOLATILE_BYTES), 0);
+	VS_EXPECT_TRAP(&A, ra, 14 * P);
+	vs_stop(&B);
+	vr_ctx_destroy(VS.ctx);
+}
+
 /* ---- S31: capacity ---- */
 
 /* the documented capacity of a shared region of n pages */
@@ -904,7 +948,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "traps", sc_traps },     { "refill", sc_refill },     { "ages", sc_ages },
 	{ "stats", sc_stats },     { "capacity", sc_capacity }, { "inproc", sc_inproc },
 	{ "fork", sc_fork },       { "data", sc_data },         { "seccomp", sc_seccomp },
-	{ "stopped", sc_stopped },
+	{ "stopped", sc_stopped }, { "pressure", sc_pressure },
 };
 
 /* the scenario under the default backend, uffd and guard */
@@ -937,6 +981,7 @@ SHARED_TEST(inproc)
 SHARED_TEST(fork)
 SHARED_TEST(data)
 SHARED_TEST(stopped)
+SHARED_TEST(pressure)
 
 static void test_seccomp(void **state)
 {
@@ -1000,13 +1045,13 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic),        cmocka_unit_test(test_flags),
-		cmocka_unit_test(test_traps),        cmocka_unit_test(test_refill),
-		cmocka_unit_test(test_ages),         cmocka_unit_test(test_stats),
-		cmocka_unit_test(test_capacity),     cmocka_unit_test(test_inproc),
-		cmocka_unit_test(test_fork),         cmocka_unit_test(test_data),
-		cmocka_unit_test(test_stopped),      cmocka_unit_test(test_seccomp),
-		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_basic),   cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_traps),   cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_ages),    cmocka_unit_test(test_pressure),
+		cmocka_unit_test(test_stats),   cmocka_unit_test(test_capacity),
+		cmocka_unit_test(test_inproc),  cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_data),    cmocka_unit_test(test_stopped),
+		cmocka_unit_test(test_seccomp), cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

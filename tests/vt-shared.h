@@ -50,6 +50,8 @@ enum vs_op {
 	VS_HANDLER, /* a = VS_H_* mode, b = refill gen */
 	VS_HINFO,   /* -> calls, v0 = off, v1 = len, v2 = fault offset, v3 = unmark rc */
 	VS_DESTROY,
+	VS_PRESSURE, /* a = level -> bytes reclaimed */
+	VS_LIMIT,    /* a = bytes */
 	VS_EXIT,
 };
 
@@ -308,6 +310,10 @@ static inline int64_t vs_exec(const struct vs_req *q, int fd, int64_t *v)
 		v[3] = h->unmark_rc;
 		return h->calls;
 	}
+	case VS_PRESSURE:
+		return vr_ctx_notify_pressure(VS.ctx, (enum vr_pressure)q->a);
+	case VS_LIMIT:
+		return vr_ctx_set_limit(VS.ctx, q->a);
 	case VS_DESTROY:
 		vr_region_destroy(r);
 		VS.r[q->reg] = NULL;
