@@ -31,7 +31,9 @@
  *
  *   stress      3 owner/purger processes, no kills (~3 s)
  *   kill        owners, a purger and a hog, ~25 kills (~5 s)
- *   kill-soak   the same with VT_KILLS kills (slow suite; default 150)
+ *   kill_long   a peer killed while it purges one big range or makes one
+ *               merge of 500 ranges: purged or intact, merged or not
+ *   kill-soak   kill with VT_KILLS kills (slow suite: 150)
  * Run with the default trap backend and VRANGE_TRAP=uffd.
  */
 #define _GNU_SOURCE
@@ -403,7 +405,9 @@ static void run_verifier(const int *roles, int nw, int nowners, int kills, doubl
 				repair_slot(reg, s);
 		next_caller(reg);
 		w[i].pid = start_worker(i, w[i].role);
-		next = now_s() + 0.01 + (double)vt_below(&rng, 150) / 1000.0;
+		/* sometimes at once: the new worker dies while it joins */
+		next = now_s() + (vt_below(&rng, 8) == 0 ? 0.001 : 0.01) +
+		       (double)vt_below(&rng, 150) / 1000.0;
 	}
 	atomic_store(&J->stop, 1);
 	for (int i = 0; i < nw; i++) {
@@ -438,11 +442,81 @@ static void sc_kill(void)
 	run_verifier(roles, 5, 3, env_int("VT_KILLS", 25), 0);
 }
 
+/* ---- one long call killed at a random instant ----
+ * A peer purges one big range, or marks one range that merges hundreds,
+ * and is killed while it runs: the range ends purged (every whole page
+ * reads 0 after vr_unmark) or intact (every byte kept), the merge
+ * happened or not, and the next caller proceeds. */
+static void kill_peer_during(struct vs_proc *B, int op, int reg, uint64_t a, uint64_t b,
+			     struct vt_rng *rng)
+{
+	struct vs_req q = { .op = op, .reg = reg, .a = a, .b = b };
+	vs_sendmsg(B->sock, &q, sizeof(q), -1);
+	usleep((useconds_t)vt_below(rng, 3000));
+	CK_EQ(kill(B->pid, SIGKILL), 0);
+	int st = vs_reap(B);
+	CK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "(peer: status 0x%x)", st);
+	close(B->sock);
+}
+
+static void sc_kill_long(void)
+{
+	P = vt_pg();
+	struct vt_rng rng;
+	vt_seed(&rng, vt_get_seed("shared-kill-long"));
+	struct vs_proc A = { .sock = -1 };
+	vs_init();
+	size_t big = 4096 * P;
+	int ra = vs_new_shared(&A, big + 16 * P);
+	struct vr_region *r = VS.r[ra];
+	uint8_t *base = vr_region_base(r);
+	int outcome[2] = { 0, 0 };
+	for (uint64_t round = 0; round < 8; round++) {
+		alarm(30);
+		vt_fill(base, 0, big, round + 1);
+		CK_EQ(vr_mark(r, 0, big), VR_INTACT);
+		struct vs_proc B = vs_spawn();
+		int fd = vs_fd_of(&A, ra);
+		int rb = vs_join(&B, fd, 0);
+		close(fd);
+		CK(rb >= 0);
+		kill_peer_during(&B, VS_PURGE, 0, SIZE_MAX, 0, &rng);
+		int rc = vr_unmark(r, 0, big);
+		CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+		outcome[rc]++;
+		int64_t v[4];
+		int64_t c = vs_call_fd(&A, VS_CHECK, ra, 0, big,
+				       rc == VR_INTACT ? round + 1 : VS_ZERO, -1, v);
+		CK(c == 0,
+		   "(round %" PRIu64 ": vr_unmark says %s, offset %" PRId64 ": %s %" PRId64 ")",
+		   round, rc == VR_INTACT ? "intact" : "purged", v[0],
+		   c == VS_TRAPPED ? "trap" : "byte", v[1]);
+		CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_RANGES), 0);
+
+		/* a mark that merges 500 ranges */
+		size_t m = big + P;
+		for (size_t i = 0; i < 500; i++)
+			CK_EQ(vr_mark(r, m + 2 * i, 1), VR_INTACT);
+		B = vs_spawn();
+		fd = vs_fd_of(&A, ra);
+		rb = vs_join(&B, fd, 0);
+		close(fd);
+		CK(rb >= 0);
+		kill_peer_during(&B, VS_MARK, rb, m, 1000, &rng);
+		uint64_t n = vr_ctx_stat(VS.ctx, VR_STAT_RANGES);
+		CK(n == 500 || n == 1, "(after a merge killed midway: %" PRIu64 " ranges)", n);
+		CK_EQ(vr_status(r, m, 1000), VR_STATE_VOLATILE);
+		CK_EQ(vr_status(r, m + 1, 1), n == 1 ? VR_STATE_VOLATILE : 0);
+		CK_EQ(vr_unmark(r, m, 1000), VR_INTACT);
+		CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_RANGES), 0);
+	}
+	printf("kill-long: purge killed: %d intact, %d purged\n", outcome[0], outcome[1]);
+	vr_ctx_destroy(VS.ctx);
+}
+
 static const struct vt_scenario scenarios[] = {
-	{ "peer", vs_peer_main },
-	{ "worker", sc_worker },
-	{ "stress", sc_stress },
-	{ "kill", sc_kill },
+	{ "peer", vs_peer_main }, { "worker", sc_worker },       { "stress", sc_stress },
+	{ "kill", sc_kill },      { "kill_long", sc_kill_long },
 };
 
 static void run_both(const char *name)
@@ -466,6 +540,12 @@ static void test_kill(void **state)
 	run_both("kill");
 }
 
+static void test_kill_long_call(void **state)
+{
+	(void)state;
+	run_both("kill_long");
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -475,6 +555,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stress),
 		cmocka_unit_test(test_kill),
+		cmocka_unit_test(test_kill_long_call),
 	};
 	const struct CMUnitTest soak[] = {
 		cmocka_unit_test(test_kill),
