@@ -34,7 +34,7 @@
  *   kill_long   a peer killed while it purges one big range or makes one
  *               merge of 500 ranges: purged or intact, merged or not
  *   kill-soak   kill with VT_KILLS kills (slow suite: 150)
- * Run with the default trap backend and VRANGE_TRAP=uffd.
+ * Run with the default trap backend, VRANGE_TRAP=uffd and VRANGE_TRAP=guard.
  */
 #define _GNU_SOURCE
 #include "vt-shared.h"
@@ -519,31 +519,36 @@ static const struct vt_scenario scenarios[] = {
 	{ "kill", sc_kill },      { "kill_long", sc_kill_long },
 };
 
-static void run_both(const char *name)
+/* the default trap backend, then uffd and guard forced (skipped where a
+ * forced backend cannot trap shared regions) */
+static void run_backends(const char *name)
 {
 	unsetenv("VRANGE_TRAP");
 	vt_assert_exit_ok(vt_run_scenario(name));
-	int st = vt_run_scenario_trap(name, "uffd", NULL);
-	if (st != -77)
-		vt_assert_exit_ok(st);
+	const char *forced[] = { "uffd", "guard" };
+	for (size_t i = 0; i < 2; i++) {
+		int st = vt_run_scenario_trap(name, forced[i], NULL);
+		if (st != -77)
+			vt_assert_exit_ok(st);
+	}
 }
 
 static void test_stress(void **state)
 {
 	(void)state;
-	run_both("stress");
+	run_backends("stress");
 }
 
 static void test_kill(void **state)
 {
 	(void)state;
-	run_both("kill");
+	run_backends("kill");
 }
 
 static void test_kill_long_call(void **state)
 {
 	(void)state;
-	run_both("kill_long");
+	run_backends("kill_long");
 }
 
 int main(int argc, char **argv)
