@@ -130,6 +130,9 @@ struct vr_obj;
 
 /* vr_region_new flags */
 #define VR_REGION_ANON (1u << 0) /* private anonymous memory, no fd (since 0.2) */
+#define VR_REGION_SHARED                                                                           \
+	(1u << 1) /* the volatility state lives in the memfd and is
+				      shared by every process that maps it (0.2) */
 
 /* vr_ctx_new flags */
 #define VR_CTX_NO_MONITOR (1u << 0) /* start no pressure-monitor thread */
@@ -163,6 +166,9 @@ enum vr_stat {
 	VR_STAT_FOOTPRINT,        /* 0.2: bytes the ctx's regions and objects hold
 				     in the kernel now (memfd blocks, resident
 				     anonymous pages), kept for reuse included   */
+	VR_STAT_SKIPPED_BUSY,     /* 0.2: cumulative purges of shared ranges skipped
+				     because a mapping process did not arm its
+				     trap in time (guard protocol, S32)          */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -352,7 +358,7 @@ uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
  *        bytes past @size are not addressable through the API)
  * @flags: 0 (a memfd) or VR_REGION_ANON (since 0.2: private anonymous
  *         memory, MAP_NORESERVE, MADV_DONTFORK, no fd: vr_region_fd()
- *         returns -EBADF)
+ *         returns -EBADF) or VR_REGION_SHARED (since 0.2: see below)
  * @out: receives the region
  *
  * The region is wholly non-volatile and reads as zero; its memfd is
@@ -361,10 +367,35 @@ uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
  * its whole pages and frees them (MADV_GUARD_INSTALL, or mprotect and
  * MADV_DONTNEED), so they read 0 after vr_unmark().
  *
+ * VR_REGION_SHARED (S27-S33): the volatility state is stored in the
+ * memfd after the data, and every process that maps the fd with
+ * vr_region_from_fd() (a dup, an fd received over SCM_RIGHTS, with flags
+ * 0 or VR_REGION_SHARED) joins that one state: a range marked through any
+ * region of the file is volatile for all, vr_unmark() reports a purge made
+ * by any process, and a purge discards for every mapping, each of which
+ * traps on a discarded page (its fault handler, or SIGBUS BUS_ADRERR).
+ * No pin counts: the last call wins.  The memfd is sealed against
+ * resizing (F_SEAL_GROW, F_SEAL_SHRINK, F_SEAL_SEAL); its size is
+ * vr_region_size() rounded up to a page plus the state.  The state holds
+ * max(512, data pages / 16) ranges (S31): a vr_mark() or a splitting
+ * vr_unmark() beyond that returns -ENOSPC and changes nothing.  Every
+ * mapping traps through its own userfaultfd (UFFD_USER_MODE_ONLY, no
+ * privilege; SIGBUS feature), so the data pages are allocated (committed)
+ * when the file is created, and a purge is a hole punch.  A process
+ * killed at any instant leaves the state consistent (S30): the next
+ * process to take the file's lock repairs it.  Processes sharing a file
+ * trust each other (S33); a mapping made outside the library does not
+ * trap.  Ages come from CLOCK_MONOTONIC, so the LRU order (S8) holds
+ * across processes, and the purges, limit and monitor of every ctx that
+ * maps the file take its ranges, whoever marked them (S29).
+ *
  * Returns: 0; -EINVAL for NULL @ctx/@out, @size 0 or too large, unknown
- * flags (any bit but VR_REGION_ANON); or the negative errno of
- * memfd_create/ftruncate/mmap/madvise (nothing is leaked).
- * Since: 0.1; VR_REGION_ANON since 0.2
+ * flags (any bit but VR_REGION_ANON and VR_REGION_SHARED, or both);
+ * -EOPNOTSUPP (VR_REGION_SHARED where userfaultfd is refused, e.g. by a
+ * seccomp filter); or the negative errno of
+ * memfd_create/ftruncate/fallocate/mmap/madvise/userfaultfd (nothing is
+ * leaked).
+ * Since: 0.1; VR_REGION_ANON and VR_REGION_SHARED since 0.2
  * Context: allocates, system calls.
  */
 int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
@@ -374,26 +405,34 @@ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned fl
  * vr_region_from_fd - map an existing memfd as a region
  * @ctx: the owning context
  * @fd: a memfd (or other tmpfs file); it is dup()ed, the caller keeps @fd
- * @flags: must be 0
+ * @flags: 0, or VR_REGION_SHARED (since 0.2) to require a shared file
  * @out: receives the region
  *
- * Maps the whole file with fresh, wholly non-volatile state (volatility is
- * per process in v0.1).  Discarding is a property of the file: a purge in
- * any process is seen by every mapping (others read zeros without a trap).
+ * A memfd made with VR_REGION_SHARED (in this or another process) is
+ * joined: the region maps its data and shares its volatility state (see
+ * vr_region_new(), S27), also when this process maps the file as a
+ * region already (then both regions are views of one state, and every
+ * mapping traps).
  *
- * Within one process a file is one region (S33): a second region on a
- * file this process already maps as a live region -- the same fd, a dup
- * of it, or the file reopened, in this ctx or any other -- is refused
- * with -EBUSY, since two mappings with separate states would let one
- * region's purge destroy the other's non-volatile bytes.  Files are
- * compared by st_dev and st_ino.  Once that region is destroyed the file
- * can be mapped again.
+ * Any other file is mapped whole with fresh, wholly non-volatile state
+ * (volatility is per process, S17).  Discarding is a property of the
+ * file: a purge in any process is seen by every mapping (others read
+ * zeros without a trap).  Within one process such a file is one region
+ * (S33): a second region on a file this process already maps as a live
+ * region -- the same fd, a dup of it, or the file reopened, in this ctx
+ * or any other -- is refused with -EBUSY, since two mappings with
+ * separate states would let one region's purge destroy the other's
+ * non-volatile bytes.  Files are compared by st_dev and st_ino.  Once
+ * that region is destroyed the file can be mapped again.
  *
  * Returns: 0; -EINVAL (negative fd, not a regular file, size 0, unknown
- * flags, NULL pointers); -EOPNOTSUPP (not on tmpfs, or hugetlb); -EBUSY
- * (the file is already a region of this process); or the negative errno
- * of a failed system call.
- * Since: 0.1
+ * flags, VR_REGION_SHARED on a file without a shared state, NULL
+ * pointers); -EOPNOTSUPP (not on tmpfs, or hugetlb; or a shared file
+ * where userfaultfd is refused); -EPROTO (a shared state written by a
+ * library of another layout or page size); -EBUSY (a non-shared file is
+ * already a region of this process); or the negative errno of a failed
+ * system call.
+ * Since: 0.1; VR_REGION_SHARED since 0.2
  * Context: allocates, system calls.
  */
 int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out);

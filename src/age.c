@@ -17,7 +17,10 @@
  * clock_gettime is a system call on clocksources without vDSO support;
  * there (and if the clocksource cannot be read) a process-wide atomic
  * counter stands in, trading scalability for S16's "no system call".
- * Ages have 62 bits: 146 years of nanoseconds.
+ * Ages have 60 bits (range-map.h keeps 4 flag bits): 36 years of
+ * nanoseconds.  Shared files always use the clock (S29), even where
+ * private regions use the counter; then the two do not compare, and a
+ * purge takes private ranges first.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -25,6 +28,7 @@
 #include <time.h>
 
 #include "private.h"
+#include "shared.h"
 
 static bool use_clock;
 static _Atomic uint64_t counter;
@@ -48,10 +52,10 @@ void vr_age_init(void)
 	vr_dbg("age stamps: %s (clocksource '%s')", use_clock ? "monotonic clock" : "counter", buf);
 }
 
-uint64_t vr_age_after(uint64_t *last)
+static uint64_t stamp(uint64_t *last, bool clock)
 {
 	uint64_t t;
-	if (use_clock) {
+	if (clock) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -66,7 +70,17 @@ uint64_t vr_age_after(uint64_t *last)
 	return t;
 }
 
+uint64_t vr_age_after(uint64_t *last)
+{
+	return stamp(last, use_clock);
+}
+
+/* a shared file's stamps always come from CLOCK_MONOTONIC (S29: ages of
+ * different processes compare), raised above the youngest stamp the file
+ * handed out (in its state, under its lock) */
 uint64_t vr_age_next(struct vr_region *r)
 {
+	if (r->shm)
+		return stamp(&r->shm->last_age, true);
 	return vr_age_after(&r->last_age);
 }

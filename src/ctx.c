@@ -7,6 +7,7 @@
 
 #include "inject.h"
 #include "private.h"
+#include "shared.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -88,6 +89,20 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	free(c);
 }
 
+/* S29: what other processes did to the shared files of c, into its
+ * gauges (lock-free per region: vr_shared_sync); skipped when this thread
+ * holds c->lock (a signal handler interrupted it) */
+void vr_ctx_sync_shared(struct vr_ctx *c)
+{
+	if (!atomic_load_explicit(&c->nshared, memory_order_relaxed) || vr_held(&c->lock))
+		return;
+	vr_lock(&c->lock, VR_RANK_CTX);
+	for (struct vr_region *r = c->regions; r; r = r->next)
+		if (r->shm)
+			vr_shared_sync(r);
+	vr_unlock(&c->lock);
+}
+
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 {
 	uint64_t sum = 0;
@@ -150,10 +165,13 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 	case VR_STAT_REGIONS:
 		return atomic_load(&c->nregions_stat);
 	case VR_STAT_RANGES:
+		vr_ctx_sync_shared(c);
 		return vr_ctx_gauge(c, VR_G_RANGES);
 	case VR_STAT_VOLATILE_BYTES:
+		vr_ctx_sync_shared(c);
 		return vr_ctx_gauge(c, VR_G_VOLATILE);
 	case VR_STAT_PURGED_BYTES:
+		vr_ctx_sync_shared(c);
 		return vr_ctx_gauge(c, VR_G_PURGED);
 	case VR_STAT_RECLAIMED_BYTES:
 		return atomic_load(&c->reclaimed_bytes);
@@ -177,6 +195,8 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return vr_obj_count(c);
 	case VR_STAT_FOOTPRINT:
 		return vr_obj_footprint(c);
+	case VR_STAT_SKIPPED_BUSY:
+		return atomic_load(&c->skipped_busy);
 	}
 	return 0;
 }

@@ -52,6 +52,7 @@
 
 #include "config.h"
 #include "private.h"
+#include "shared.h"
 
 #if HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -73,6 +74,8 @@ struct fault_tls {
 static __thread struct fault_tls ftls __attribute__((tls_model("initial-exec")));
 /* this thread is sending itself the library's SIGBUS (deliver_sigbus) */
 static __thread volatile bool ftls_delivering __attribute__((tls_model("initial-exec")));
+/* bus_handler is delivering its own SIGBUS again (see there) */
+static __thread volatile bool ftls_redelivering __attribute__((tls_model("initial-exec")));
 
 /* ---- async-signal-safe formatting for VRANGE_DEBUG ---- */
 static char *put_str(char *p, const char *s)
@@ -193,7 +196,7 @@ static void deliver_sigbus(void *addr, ucontext_t *uc)
 	info.si_signo = SIGBUS;
 	info.si_code = BUS_ADRERR;
 	info.si_addr = addr;
-	ftls_delivering = ours;
+	ftls_delivering = true;
 	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &info);
 	ftls_delivering = false;
 }
@@ -245,7 +248,10 @@ static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
 	int found = vr_map_lookup_racy(r->map, off, &rg);
 	if (found < 0)
 		return false;
-	*lk = (struct lookup){ .gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed) };
+	uint64_t gen = atomic_load_explicit(&r->trap_gen, memory_order_relaxed);
+	if (r->shm) /* discards and restores by other processes count too */
+		gen ^= atomic_load_explicit(&r->shm->trap_epoch, memory_order_relaxed) << 40;
+	*lk = (struct lookup){ .gen = gen };
 	uint64_t p0, p1;
 	if (found && (rg.age_flags & VR_RANGE_PURGED) &&
 	    vr_whole_pages(rg.start, rg.end, r->map->page_shift, &p0, &p1) && off >= p0 &&
@@ -269,19 +275,19 @@ static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
 static void lookup(struct vr_region *r, uint64_t off, struct lookup *lk)
 {
 	for (int tries = 0; tries < MAX_TRIES; tries++) {
-		unsigned s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
+		unsigned s1 = atomic_load_explicit(r->seqp, memory_order_acquire);
 		if (s1 & 1) {
 			sched_yield();
 			continue;
 		}
 		bool ok = lookup_once(r, off, lk);
 		atomic_thread_fence(memory_order_acquire);
-		if (ok && atomic_load_explicit(&r->seq, memory_order_relaxed) == s1)
+		if (ok && atomic_load_explicit(r->seqp, memory_order_relaxed) == s1)
 			return;
 	}
-	vr_lock(&r->lock, VR_RANK_REGION);
+	vr_region_lock_raw(r);
 	lookup_once(r, off, lk); /* nobody writes: one walk is exact */
-	vr_unlock(&r->lock);
+	vr_region_unlock_raw(r);
 }
 
 /* ---- one regeneration per purge (issue 13, lazy refill) ----
@@ -364,7 +370,7 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 	void *addr = si->si_addr;
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
 	struct vr_ctx *c = r->ctx;
-	if (vr_held(&r->lock)) {
+	if (vr_held(r->lockp)) {
 		/* an asynchronous signal handler touched a trapped page of the
 		 * region its own thread is changing: waiting would deadlock */
 		atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
@@ -441,9 +447,26 @@ static void segv_handler(int sig, siginfo_t *si, void *uc)
 static void bus_handler(int sig, siginfo_t *si, void *uc)
 {
 	if (ftls_delivering) {
+		/* the library's own SIGBUS, never a trap: straight from the
+		 * kernel when this entry is the disposition (on to the handler
+		 * it replaced), or passed on to this entry by an application
+		 * handler installed later that chains (S32): then delivered
+		 * once more, nested, to that handler, which sees it while it
+		 * is in its chaining state (as under the uffd backend, where
+		 * the trap itself comes through its chain); a second pass
+		 * goes on as the kernel's would */
 		ftls_delivering = false;
 		int saved_errno = errno;
-		forward(sig, si, uc, &prev_bus);
+		struct sigaction cur;
+		sigaction(SIGBUS, NULL, &cur);
+		bool ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == bus_handler;
+		if (ours || ftls_redelivering) {
+			forward(sig, si, uc, &prev_bus);
+		} else {
+			ftls_redelivering = true;
+			deliver_sigbus(si->si_addr, uc);
+			ftls_redelivering = false;
+		}
 		errno = saved_errno;
 		return;
 	}
@@ -485,7 +508,9 @@ static int install(int sig, void (*fn)(int, siginfo_t *, void *), struct sigacti
 int vr_fault_install(void)
 {
 	int err = 0;
-	bool bus = vr_trap_current() == VR_TRAP_UFFD;
+	/* S32: the SIGBUS entry wherever userfaultfd traps (the backend, or
+	 * shared regions) */
+	bool bus = vr_trap_current() == VR_TRAP_UFFD || vr_trap_uffd_works();
 	if (atomic_load(&installed) && (!bus || atomic_load(&bus_installed)))
 		return 0;
 	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);

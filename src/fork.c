@@ -9,6 +9,7 @@
  * before the fork "inherited" (see private.h).
  */
 #include "private.h"
+#include "shared.h"
 
 _Atomic unsigned vr_fork_gen;
 pthread_mutex_t vr_global_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -16,7 +17,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int once_err;
 
 /* Every process-wide lock of the library, in rank order (lock.h):
- * vr_global_lock, the registry's wlock, log_lock.  Per-ctx and per-region
+ * vr_global_lock, shared.c's shm_lock, the registry's wlock, log_lock.  Per-ctx and per-region
  * locks are never taken in the child for inherited objects (private.h).
  * Once-flags: pthread_once (ctx.c's global init, setup() here) is safe:
  * glibc re-runs an initializer that a fork interrupted in another thread.
@@ -25,6 +26,7 @@ static int once_err;
 static void prepare(void)
 {
 	pthread_mutex_lock(&vr_global_lock);
+	vr_shared_atfork_prepare();
 	vr_registry_atfork_prepare();
 	vr_log_atfork_prepare();
 }
@@ -33,6 +35,7 @@ static void parent(void)
 {
 	vr_log_atfork_parent();
 	vr_registry_atfork_parent();
+	vr_shared_atfork_parent();
 	pthread_mutex_unlock(&vr_global_lock);
 }
 
@@ -40,6 +43,7 @@ static void child(void)
 {
 	vr_log_atfork_child();
 	vr_registry_atfork_child();
+	vr_shared_atfork_child();
 	vr_cb_atfork_child();
 	vr_fault_atfork_child();
 	pthread_mutex_init(&vr_global_lock, NULL);

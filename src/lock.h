@@ -26,7 +26,7 @@
  *     aborts.
  *
  * Ranks (the order every file must respect; see private.h):
- *   global < purge < ctx < region < obj class < obj span < registry
+ *   global < purge < ctx < region < obj class < obj span < shm list < registry
  *   < obj lru < log   (the obj ranks: obj.h)
  * At most one region lock per signal level (S16's "one region at a time").
  *
@@ -47,6 +47,7 @@ enum vr_lock_rank {
 	VR_RANK_REGION,     /* region->lock */
 	VR_RANK_OBJ_CLASS,  /* obj.h: a size class's lock */
 	VR_RANK_OBJ_SPAN,   /* obj.h: objs->span_lock */
+	VR_RANK_SHM,        /* shared.c: the list of shared-state mappings */
 	VR_RANK_REGISTRY,   /* registry.c wlock */
 	VR_RANK_OBJ_LRU,    /* obj.h: a log's lock, objs->rq_lock (leaves) */
 	VR_RANK_LOG,        /* log.c: log_lock (leaf) */

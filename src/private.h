@@ -70,6 +70,9 @@
 struct vr_monitor;
 struct vr_objs;
 struct vr_kind_ops;
+struct vr_shm;
+struct vr_shm_map;
+struct vr_trap_ops;
 
 /*
  * Gauges (ranges, unpurged and purged volatile bytes) are sharded: each
@@ -110,7 +113,9 @@ struct vr_ctx {
 	/* cumulative counters: slow paths only (purge, fault, pressure) */
 	_Atomic uint64_t reclaimed_bytes, purges, faults, pressure_events, skipped;
 	_Atomic uint64_t nregions_stat;
-	_Atomic size_t limit; /* 0 = none */
+	_Atomic unsigned nshared;      /* shared regions (S29: gauges synced) */
+	_Atomic uint64_t skipped_busy; /* S32: purges skipped, a mapper did not arm */
+	_Atomic size_t limit;          /* 0 = none */
 
 	struct vr_monitor *monitor;       /* owned by monitor.c; NULL if none */
 	_Atomic(struct vr_objs *) objs;   /* obj.c: objects, created on first use */
@@ -166,11 +171,22 @@ struct vr_region {
 	 * PROT_EXEC for an adopted span that had it) */
 	const struct vr_kind_ops *kind;
 	int prot;
-	int trap_fd;            /* immutable after attach: the uffd backend's userfaultfd */
-} __attribute__((aligned(64))); /* regions used by different threads share no line */
+	int trap_fd;                    /* immutable after attach: the uffd backend's userfaultfd */
+	const struct vr_trap_ops *trap; /* immutable: how this region's pages trap */
+
+	/* VR_REGION_SHARED (shared.h); for other regions shm is NULL and
+	 * lockp/seqp point at lock/seq above */
+	struct vr_shm *shm;         /* immutable: the file's state, mapped */
+	struct vr_shm_map *shm_map; /* immutable: this process's mapping of it */
+	pthread_mutex_t *lockp;     /* immutable: the region lock */
+	_Atomic unsigned *seqp;     /* immutable: the region's seqlock */
+	bool shm_primary;           /* protected by ctx->lock: the region of its file that
+					counts the file in the ctx gauges (S29) */
+} __attribute__((aligned(64)));     /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
+void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
 
 /* ---- age.c: LRU age stamps ---- */
 /* a stamp younger than every stamp this thread or region got before and
@@ -198,6 +214,12 @@ extern pthread_mutex_t vr_global_lock;
 /* ---- region.c ---- */
 void vr_region_lock(struct vr_region *r) _nonnull_();
 void vr_region_unlock(struct vr_region *r) _nonnull_();
+void vr_region_lock_raw(struct vr_region *r) _nonnull_();
+void vr_region_unlock_raw(struct vr_region *r) _nonnull_();
+/* len bytes of the region's volatile ranges were purged (lock held) */
+void vr_region_account_purge(struct vr_region *r, uint64_t len) _nonnull_();
+/* the region's LRU oldest age (a hint: purge.c re-reads under the lock) */
+uint64_t vr_region_oldest(const struct vr_region *r) _nonnull_();
 void vr_region_publish_oldest(struct vr_region *r) _nonnull_(); /* lock held */
 /* ends the ranges of r, freeing nodes and subtracting the ctx gauges */
 void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
@@ -259,6 +281,10 @@ void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
 int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_trap_current(void);
+/* the backend of shared regions (S32): userfaultfd where it works, else
+ * NULL (vr_region_new/from_fd then fail with -EOPNOTSUPP) */
+const struct vr_trap_ops *vr_trap_shared_ops(void);
+bool vr_trap_uffd_works(void);
 /* trap-uffd.c: the userfaultfd backend's entries */
 bool vr_uffd_probe(void);
 int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);

@@ -31,6 +31,7 @@
 #include "kind.h"
 #include "heap.h"
 #include "private.h"
+#include "shared.h"
 
 /* trap generations come from one process-wide sequence, so that a value
  * is never seen twice, even in a region created at a reused address (the
@@ -46,6 +47,8 @@ void vr_trap_gen_bump(struct vr_region *r)
 {
 	uint64_t g = atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
 	atomic_store_explicit(&r->trap_gen, g, memory_order_relaxed);
+	if (r->shm) /* other processes' fault paths see the change too */
+		atomic_fetch_add_explicit(&r->shm->trap_epoch, 1, memory_order_relaxed);
 }
 
 /* Under the guard backend, a large range is trapped with one mprotect
@@ -58,7 +61,7 @@ void vr_trap_gen_bump(struct vr_region *r)
 
 static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 {
-	*prot = vr_trap_current() == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
+	*prot = r->trap->id == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
 	if (*prot) {
 		int err = vr_trap_arm_prot(r, a, len);
 		if (err == 0) {
@@ -91,7 +94,7 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	}
 	/* the memory goes through the region's kind (kind.h): a hole in the
 	 * memfd, or MADV_DONTNEED unless the guard markers freed it */
-	err = r->kind->free_pages(r, p0, p1, !prot && vr_trap_ops()->frees_private);
+	err = r->kind->free_pages(r, p0, p1, !prot && r->trap->frees_private);
 	if (err < 0) {
 		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
@@ -105,7 +108,7 @@ int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	size_t len = p1 - p0;
 	vr_trap_gen_bump(r);
 	int err = vr_trap_disarm(r, a, len);
-	if (!err && vr_trap_current() == VR_TRAP_GUARD &&
+	if (!err && r->trap->id == VR_TRAP_GUARD &&
 	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
 		err = vr_trap_disarm_prot(r, a, len);
 	return err;
@@ -119,6 +122,9 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	uint64_t p0, p1;
 	if (!vr_whole_pages(rg->start, rg->end, r->map->page_shift, &p0, &p1))
 		return -EINVAL; /* never on the LRU */
+	/* publish, then punch (shared.h, ORDER OF EFFECTS): a process killed
+	 * in between leaves a purged record, whose pages repair punches */
+	rg->age_flags |= VR_RANGE_PURGED;
 	int err = vr_discard_pages(r, p0, p1);
 	if (err == VR_DISCARD_STUCK) {
 		/* trapped but not punched, and the trap would not come off:
@@ -126,6 +132,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
 		p1 = p0;
 	} else if (err < 0) {
+		rg->age_flags &= ~(uint64_t)VR_RANGE_PURGED; /* nothing was punched */
 		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
 		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
 		       (unsigned long long)rg->start, (unsigned long long)rg->end, strerror(-err));
@@ -133,11 +140,7 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	}
 	uint64_t len = rg->end - rg->start;
 	vr_lru_remove(r->map, rg);
-	rg->age_flags |= VR_RANGE_PURGED;
-	r->volatile_bytes -= len;
-	r->purged_bytes += len;
-	atomic_fetch_sub_explicit(&r->shard->volatile_bytes, len, memory_order_relaxed);
-	atomic_fetch_add_explicit(&r->shard->purged_bytes, len, memory_order_relaxed);
+	vr_region_account_purge(r, len);
 	atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->reclaimed_bytes, p1 - p0, memory_order_relaxed);
 	vr_dbg("purged region %p range [%llu, %llu): %llu bytes reclaimed", (void *)r,
@@ -233,6 +236,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
 		return -EDEADLK;
 	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_ctx_sync_shared(c);
 	if (goal_met(c, goal, n, 0)) {
 		vr_unlock(&c->purge_lock);
 		return 0;
@@ -248,8 +252,8 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	struct vr_cand *h = c->heap;
 	size_t nh = 0, nobj = vr_obj_nsources(c);
 	for (struct vr_region *r = c->regions; r && nh + nobj < c->heap_cap; r = r->next) {
-		uint64_t age = atomic_load_explicit(&r->oldest_age, memory_order_relaxed);
-		if (age != UINT64_MAX && !vr_held(&r->lock))
+		uint64_t age = vr_region_oldest(r);
+		if (age != UINT64_MAX && !vr_held(r->lockp))
 			h[nh++] = (struct vr_cand){ age, r, 0 };
 	}
 	vr_unlock(&c->lock);

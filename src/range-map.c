@@ -766,19 +766,41 @@ void vr_map_set_start(struct vr_map *m, struct vr_range *r, uint64_t start)
 
 /* ---- rebuilding a fixed map from its records ---- */
 
-static int cmp_start(const void *a, const void *b, void *arg)
+/* in-place heapsort of refs: no malloc (rebuild may run in the fault
+ * path, and qsort allocates for large arrays) */
+static bool ref_less(const struct vr_map *m, vr_ref a, vr_ref b, bool by_age)
 {
-	const struct vr_map *m = arg;
-	const struct vr_range *x = REC(*(const vr_ref *)a), *y = REC(*(const vr_ref *)b);
-	return x->start < y->start ? -1 : x->start > y->start;
+	const struct vr_range *x = REC(a), *y = REC(b);
+	return by_age ? vr_range_age(x) < vr_range_age(y) : x->start < y->start;
 }
 
-static int cmp_age(const void *a, const void *b, void *arg)
+static void ref_sift(const struct vr_map *m, vr_ref *v, uint64_t n, uint64_t i, bool by_age)
 {
-	const struct vr_map *m = arg;
-	uint64_t x = vr_range_age(REC(*(const vr_ref *)a)),
-		 y = vr_range_age(REC(*(const vr_ref *)b));
-	return x < y ? -1 : x > y;
+	vr_ref e = v[i];
+	for (;;) {
+		uint64_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && ref_less(m, v[c], v[c + 1], by_age))
+			c++;
+		if (!ref_less(m, e, v[c], by_age))
+			break;
+		v[i] = v[c];
+		i = c;
+	}
+	v[i] = e;
+}
+
+static void ref_sort(const struct vr_map *m, vr_ref *v, uint64_t n, bool by_age)
+{
+	for (uint64_t i = n / 2; i-- > 0;)
+		ref_sift(m, v, n, i, by_age);
+	while (n > 1) {
+		vr_ref t = v[0];
+		v[0] = v[--n];
+		v[n] = t;
+		ref_sift(m, v, n, 0, by_age);
+	}
 }
 
 int vr_map_rebuild(struct vr_map *m)
@@ -796,7 +818,7 @@ int vr_map_rebuild(struct vr_map *m)
 		else
 			r->age_flags &= ~(VR_RANGE_INTREE | VR_RANGE_PENDING);
 	}
-	qsort_r(v, n, sizeof(*v), cmp_start, m);
+	ref_sort(m, v, n, false);
 	/* join overlaps: the union, purged if any part was, the oldest age */
 	uint64_t k = 0;
 	for (uint64_t i = 0; i < n; i++) {
@@ -814,8 +836,7 @@ int vr_map_rebuild(struct vr_map *m)
 		}
 		v[k++] = v[i];
 	}
-	if (k > m->cap)
-		return -1;
+	/* (k may pass cap by the few spare records: the storage holds them) */
 	/* an empty tree and LRU, the free lists from scratch */
 	uint64_t page_shift = m->page_shift;
 	m->root = m->hint = m->ins_leaf = m->tail = 0;
@@ -855,7 +876,7 @@ int vr_map_rebuild(struct vr_map *m)
 		    vr_whole_pages(r->start, r->end, (unsigned)page_shift, NULL, NULL))
 			v[l++] = v[i];
 	}
-	qsort_r(v, l, sizeof(*v), cmp_age, m);
+	ref_sort(m, v, l, true);
 	for (uint64_t i = 0; i < l; i++) {
 		struct vr_range *r = REC(v[i]);
 		r->lru_pos = (uint32_t)i;

@@ -22,11 +22,16 @@
 #include "inject.h"
 #include "kind.h"
 #include "private.h"
+#include "shared.h"
 
 /* the region lock doubles as the writer side of the fault path's seqlock
  * (see private.h): seq is odd from lock to unlock */
 void vr_region_lock(struct vr_region *r)
 {
+	if (r->shm) {
+		vr_shared_lock(r, false);
+		return;
+	}
 	vr_lock(&r->lock, VR_RANK_REGION);
 	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
@@ -35,14 +40,40 @@ void vr_region_lock(struct vr_region *r)
 
 void vr_region_unlock(struct vr_region *r)
 {
+	if (r->shm) {
+		vr_shared_unlock(r, false);
+		return;
+	}
 	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
 			      memory_order_release);
 	vr_unlock(&r->lock);
 }
 
+/* the lock without the seqlock's writer side: for readers (the fault
+ * path's fallback) */
+void vr_region_lock_raw(struct vr_region *r)
+{
+	if (r->shm)
+		vr_shared_lock(r, true);
+	else
+		vr_lock(&r->lock, VR_RANK_REGION);
+}
+
+void vr_region_unlock_raw(struct vr_region *r)
+{
+	if (r->shm)
+		vr_shared_unlock(r, true);
+	else
+		vr_unlock(&r->lock);
+}
+
 void vr_region_publish_oldest(struct vr_region *r)
 {
-	atomic_store_explicit(&r->oldest_age, vr_lru_oldest_age(r->map), memory_order_relaxed);
+	uint64_t age = vr_lru_oldest_age(r->map);
+	if (r->shm)
+		atomic_store_explicit(&r->shm->oldest_age, age, memory_order_relaxed);
+	else
+		atomic_store_explicit(&r->oldest_age, age, memory_order_relaxed);
 }
 
 static inline uint64_t page_mask(void)
@@ -50,12 +81,35 @@ static inline uint64_t page_mask(void)
 	return ((uint64_t)1 << vr_page_shift()) - 1;
 }
 
-/* ---- gauges ---- */
+uint64_t vr_region_oldest(const struct vr_region *r)
+{
+	return atomic_load_explicit(r->shm ? &r->shm->oldest_age : &r->oldest_age,
+				    memory_order_relaxed);
+}
+
+/* ---- gauges ----
+ * A region's share (nranges, volatile_bytes, purged_bytes) is added to
+ * its ctx's shard as it changes.  A shared region changes the file's
+ * gauges in its state instead; vr_shared_sync() moves the difference to
+ * the ctx at every unlock (and vr_ctx_stat syncs first), so a ctx counts
+ * what other processes did to the file too (S29). */
 static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 {
 	struct vr_shard *sh = r->shard;
 	uint64_t len = rg->end - rg->start;
 	bool purged = vr_range_purged(rg);
+	if (r->shm) {
+		struct vr_shm *m = r->shm;
+		_Atomic uint64_t *g = purged ? &m->purged_bytes : &m->volatile_bytes;
+		if (sign > 0) {
+			atomic_fetch_add_explicit(g, len, memory_order_relaxed);
+			atomic_fetch_add_explicit(&m->nranges, 1, memory_order_relaxed);
+		} else {
+			atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&m->nranges, 1, memory_order_relaxed);
+		}
+		return;
+	}
 	_Atomic uint64_t *g = purged ? &sh->purged_bytes : &sh->volatile_bytes;
 	uint64_t *mine = purged ? &r->purged_bytes : &r->volatile_bytes;
 	*mine += sign > 0 ? len : -len;
@@ -69,10 +123,24 @@ static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 	}
 }
 
+void vr_region_account_purge(struct vr_region *r, uint64_t len)
+{
+	if (r->shm) {
+		atomic_fetch_sub_explicit(&r->shm->volatile_bytes, len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&r->shm->purged_bytes, len, memory_order_relaxed);
+		return;
+	}
+	r->volatile_bytes -= len;
+	r->purged_bytes += len;
+	atomic_fetch_sub_explicit(&r->shard->volatile_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->shard->purged_bytes, len, memory_order_relaxed);
+}
+
 /* a new, youngest range enters the tree (and the LRU if it can be purged) */
 static void range_link(struct vr_region *r, struct vr_range *rg)
 {
 	vr_map_insert(r->map, rg);
+	rg->age_flags &= ~(uint64_t)VR_RANGE_PENDING;
 	gauge_add(r, rg, +1);
 	if (!vr_range_purged(rg) &&
 	    vr_whole_pages(rg->start, rg->end, r->map->page_shift, NULL, NULL)) {
@@ -93,6 +161,20 @@ static void range_drop(struct vr_region *r, struct vr_range *rg, vr_ref *link)
 		vr_map_erase(r->map, rg);
 	gauge_add(r, rg, -1);
 	vr_map_free(r->map, rg);
+}
+
+/* S31: would the map hold more than its capacity after adding add ranges
+ * and dropping drop?  (Only a shared state has one.) */
+static bool over_cap(const struct vr_map *m, uint64_t add, uint64_t drop)
+{
+	uint64_t cap = vr_map_capacity(m);
+	return cap && m->nranges + add > cap + drop;
+}
+
+/* what a failed vr_map_alloc means: a shared state's storage is fixed */
+static int alloc_err(const struct vr_region *r)
+{
+	return r->shm ? -ENOSPC : -ENOMEM;
 }
 
 /* ---- argument checks ---- */
@@ -158,9 +240,11 @@ static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
 		return vr_range_purged(succ) ? VR_PURGED : VR_INTACT;
 	if ((pred && pred->end >= a) || (succ && succ->start <= b))
 		return -1; /* overlap or adjacency: merging rules apply */
+	if (over_cap(m, 1, 0))
+		return -ENOSPC;
 	struct vr_range *nr = vr_map_alloc(m);
 	if (!nr)
-		return -ENOMEM;
+		return alloc_err(r);
 	nr->start = a;
 	nr->end = b;
 	nr->age_flags = 0;
@@ -184,7 +268,7 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		return vr_range_purged(first) ? VR_PURGED : VR_INTACT;
 
 	/* step 1: join every overlapping range */
-	uint64_t s = a, e = b;
+	uint64_t s = a, e = b, joined = 0;
 	bool purged = false;
 	for (struct vr_range *x = first; x && x->start < b; x = vr_map_next(m, x)) {
 		if (x->start < s)
@@ -192,18 +276,32 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		if (x->end > e)
 			e = x->end;
 		purged |= vr_range_purged(x);
+		joined++;
 	}
 	/* step 2: absorb adjacent ranges of the same state, repeatedly */
 	for (struct vr_range *p = vr_map_last_start_before(m, s);
-	     p && p->end == s && vr_range_purged(p) == purged; p = vr_map_prev(m, p))
+	     p && p->end == s && vr_range_purged(p) == purged; p = vr_map_prev(m, p)) {
 		s = p->start;
+		joined++;
+	}
 	for (struct vr_range *n = vr_map_first_end_after(m, e);
-	     n && n->start == e && vr_range_purged(n) == purged; n = vr_map_next(m, n))
+	     n && n->start == e && vr_range_purged(n) == purged; n = vr_map_next(m, n)) {
 		e = n->end;
+		joined++;
+	}
 
+	if (over_cap(m, 1, joined))
+		return -ENOSPC;
 	struct vr_range *nr = vr_map_alloc(m);
 	if (!nr)
-		return -ENOMEM;
+		return alloc_err(r);
+	/* the merged range is written first, PENDING (shared.h, ORDER OF
+	 * EFFECTS): a process killed from here on leaves it to repair, which
+	 * joins it with what it replaces, purged if it is */
+	nr->start = s;
+	nr->end = e;
+	nr->age_flags = (purged ? VR_RANGE_PURGED : 0) | VR_RANGE_PENDING;
+	vr_range_set_age(nr, vr_age_next(r));
 	uint64_t reclaimed = purged ? purge_at_once(r, s, e) : 0;
 	/* commit: every range inside [s, e) is a constituent */
 	struct vr_range *x = vr_map_first_end_after(m, s);
@@ -212,10 +310,6 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		range_drop(r, x, NULL);
 		x = next;
 	}
-	nr->start = s;
-	nr->end = e;
-	nr->age_flags = purged ? VR_RANGE_PURGED : 0;
-	vr_range_set_age(nr, vr_age_next(r));
 	range_link(r, nr);
 	if (purged) {
 		atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
@@ -246,7 +340,7 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
-	if (vr_held(&r->lock))
+	if (vr_held(r->lockp))
 		return -EDEADLK; /* a signal handler interrupted this thread's call on r */
 	vr_region_lock(r);
 	rc = fn(r, off, off + len);
@@ -259,7 +353,7 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
-	if (vr_held(&r->lock))
+	if (vr_held(r->lockp))
 		return -EDEADLK; /* a signal handler interrupted this thread's call on r */
 	vr_region_lock(r);
 	r->lru_added = false;
@@ -343,9 +437,11 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	}
 	struct vr_range *spare = NULL;
 	if (split) {
+		if (over_cap(m, 1, 0))
+			return -ENOSPC; /* S31: nothing changed */
 		spare = vr_map_alloc(m);
 		if (!spare)
-			return -ENOMEM;
+			return alloc_err(r);
 	}
 	if (lo < hi) {
 		int err = vr_restore_pages(r, lo, hi);
@@ -451,7 +547,7 @@ _export_ int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const v
 		return -EINVAL;
 	if (r->fd < 0)
 		return -EBADF;
-	if (vr_held(&r->lock))
+	if (vr_held(r->lockp))
 		return -EDEADLK;
 	vr_region_lock(r);
 	rc = fill_file(r, off, src, len);
@@ -498,7 +594,7 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
  * the mapping and the fd. */
 static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_size, int fd,
 			const struct stat *st, const struct vr_kind_ops *kind, int prot,
-			struct vr_region **out)
+			struct vr_shm_map *sm, struct vr_region **out)
 {
 	struct vr_region *r = vr_calloc_aligned(sizeof(*r));
 	if (!r)
@@ -508,8 +604,20 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 		r->ino = st->st_ino;
 	}
 	pthread_mutex_init(&r->lock, NULL);
-	r->map = &r->own_map;
-	vr_map_init(r->map, vr_page_shift());
+	r->lockp = &r->lock;
+	r->seqp = &r->seq;
+	r->trap = vr_trap_ops();
+	if (sm) { /* the file's state: lock, seqlock, map (shared.h) */
+		r->shm_map = sm;
+		r->shm = sm->shm;
+		r->lockp = &r->shm->lock;
+		r->seqp = &r->shm->seq;
+		r->map = &r->shm->map;
+		r->trap = vr_trap_shared_ops();
+	} else {
+		r->map = &r->own_map;
+		vr_map_init(r->map, vr_page_shift());
+	}
 	r->ctx = ctx;
 	r->base = base;
 	r->size = size;
@@ -536,6 +644,14 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 		vr_unlock(&ctx->purge_lock);
 		vr_trap_detach(r, false);
 		goto fail;
+	}
+	if (r->shm) {
+		/* S29: one region per file and ctx counts the file's gauges */
+		bool first = true;
+		for (struct vr_region *o = ctx->regions; o; o = o->next)
+			first &= o->shm_map != sm;
+		__atomic_store_n(&r->shm_primary, first, __ATOMIC_RELEASE);
+		atomic_fetch_add_explicit(&ctx->nshared, 1, memory_order_relaxed);
 	}
 	r->next = ctx->regions;
 	if (ctx->regions)
@@ -569,9 +685,33 @@ static int region_map(struct vr_ctx *ctx, int fd, const struct stat *st, size_t 
 	if (err < 0)
 		return err;
 	err = region_setup(ctx, p, size, map_size, fd, st, &vr_kind_memfd, PROT_READ | PROT_WRITE,
-			   out);
+			   NULL, out);
 	if (err < 0)
 		munmap(p, map_size);
+	return err;
+}
+
+/* S27: joins the shared state of fd (described by t); on failure the
+ * caller still owns fd */
+static int region_join(struct vr_ctx *ctx, int fd, const struct stat *st,
+		       const struct vr_shm_tail *t, struct vr_region **out)
+{
+	if (!vr_trap_shared_ops())
+		return -EOPNOTSUPP; /* S32: no way to trap every mapping */
+	struct vr_shm_map *sm;
+	int err = vr_shared_get(fd, st, t, &sm);
+	if (err < 0)
+		return err;
+	void *p;
+	err = vr_kind_map(fd, t->map_size, &p);
+	if (err == 0) {
+		err = region_setup(ctx, p, t->data_size, t->map_size, fd, st, &vr_kind_memfd,
+				   PROT_READ | PROT_WRITE, sm, out);
+		if (err < 0)
+			munmap(p, t->map_size);
+	}
+	if (err < 0)
+		vr_shared_put(sm, false);
 	return err;
 }
 
@@ -593,7 +733,7 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 	if (err < 0)
 		return err;
 	err = region_setup(ctx, p, size, map_size, -1, NULL, &vr_kind_anon, PROT_READ | PROT_WRITE,
-			   out);
+			   NULL, out);
 	if (err < 0)
 		munmap(p, map_size);
 	return err;
@@ -602,12 +742,26 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
 			   struct vr_region **out)
 {
-	if (!ctx || !out || (flags & ~VR_REGION_ANON) || vr_inherited_ctx(ctx))
+	if (!ctx || !out || (flags & ~(VR_REGION_ANON | VR_REGION_SHARED)) ||
+	    flags == (VR_REGION_ANON | VR_REGION_SHARED) || vr_inherited_ctx(ctx))
 		return -EINVAL;
 	if (flags & VR_REGION_ANON)
 		return region_new_anon(ctx, size, out);
 	if (!size_ok(size))
 		return -EINVAL;
+	if (flags & VR_REGION_SHARED) {
+		if (!vr_trap_shared_ops())
+			return -EOPNOTSUPP; /* S32 */
+		struct vr_shm_tail t;
+		struct stat st;
+		int fd = vr_shared_create(name ? name : "vrange", size, &t);
+		if (fd < 0)
+			return fd;
+		int err = fstat(fd, &st) < 0 ? -errno : region_join(ctx, fd, &st, &t, out);
+		if (err < 0)
+			close(fd);
+		return err;
+	}
 	int fd = vr_memfd_create(name ? name : "vrange", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
@@ -640,14 +794,14 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 	if (err < 0)
 		return err;
 	/* the registry checks the overlap again, atomically with the insert */
-	return region_setup(ctx, addr, len, len, -1, NULL, &vr_kind_adopted, prot, out);
+	return region_setup(ctx, addr, len, len, -1, NULL, &vr_kind_adopted, prot, NULL, out);
 }
 
 _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
 {
 	struct stat st;
 	struct statfs sfs;
-	if (!ctx || !out || flags || fd < 0 || vr_inherited_ctx(ctx))
+	if (!ctx || !out || (flags & ~VR_REGION_SHARED) || fd < 0 || vr_inherited_ctx(ctx))
 		return -EINVAL;
 	if (fstat(fd, &st) < 0)
 		return errno == EBADF ? -EINVAL : -errno;
@@ -661,10 +815,18 @@ _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struc
 		return -EOPNOTSUPP; /* hugetlbfs memfds land here too */
 	if (st.st_size <= 0 || !size_ok((size_t)st.st_size))
 		return -EINVAL;
+	/* S27: a file made with VR_REGION_SHARED is joined, with either flag */
+	struct vr_shm_tail t;
+	int shared = vr_shared_probe(fd, &st, &t);
+	if (shared < 0)
+		return shared;
+	if (!shared && (flags & VR_REGION_SHARED))
+		return -EINVAL;
 	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0)
 		return -errno;
-	int err = region_map(ctx, nfd, &st, (size_t)st.st_size, out);
+	int err = shared ? region_join(ctx, nfd, &st, &t, out)
+			 : region_map(ctx, nfd, &st, (size_t)st.st_size, out);
 	if (err < 0)
 		close(nfd);
 	return err;
@@ -695,6 +857,16 @@ void vr_region_free(struct vr_region *r, bool inherited)
 		r->next->prev = r->prev;
 	c->nregions--;
 	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
+	if (r->shm && !inherited) {
+		atomic_fetch_sub_explicit(&c->nshared, 1, memory_order_relaxed);
+		/* another region of the file in this ctx counts it from now on
+		 * (its last-seen values are 0: its first sync adds it all) */
+		struct vr_region *o = c->regions;
+		while (o && o->shm_map != r->shm_map)
+			o = o->next;
+		if (__atomic_load_n(&r->shm_primary, __ATOMIC_ACQUIRE) && o)
+			__atomic_store_n(&o->shm_primary, true, __ATOMIC_RELEASE);
+	}
 	if (!inherited)
 		vr_registry_remove(r);
 	vr_trap_detach(r, inherited);
@@ -703,6 +875,8 @@ void vr_region_free(struct vr_region *r, bool inherited)
 	if (!inherited)
 		pthread_mutex_destroy(&r->lock);
 	vr_region_release(r, inherited);
+	if (r->shm_map)
+		vr_shared_put(r->shm_map, inherited);
 	free(r);
 }
 
@@ -753,7 +927,7 @@ _export_ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, vo
 {
 	if (check_live(r) < 0)
 		return -EINVAL;
-	if (vr_held(&r->lock))
+	if (vr_held(r->lockp))
 		return -EDEADLK;
 	vr_region_lock(r);
 	r->fault_fn = fn;

@@ -157,8 +157,10 @@ static int add_locked(void *p, uintptr_t base, size_t size, int kind)
 	for (size_t i = 0; kind == VR_REG_REGION && i < n && r->ino; i++) {
 		/* (anonymous memory: no file) */
 		struct vr_region *o = atomic_load(&old->e[i].p);
-		if (o && old->e[i].kind == VR_REG_REGION && o->dev == r->dev && o->ino == r->ino)
-			return -EBUSY; /* S33: one region per file in a process */
+		if (o && old->e[i].kind == VR_REG_REGION && o->dev == r->dev && o->ino == r->ino &&
+		    !(o->shm && r->shm))
+			return -EBUSY; /* S33: one region per file in a process, unless
+					* the file's state is shared (both join it) */
 	}
 	struct snap *s = vr_malloc(sizeof(*s) + (n + 1) * sizeof(struct entry));
 	if (!s)

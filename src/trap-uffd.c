@@ -102,8 +102,10 @@ int vr_uffd_attach(struct vr_region *r)
 	if (r->fd < 0)
 		return 0; /* anonymous or adopted: trap.c */
 	/* every page present before the registration: from then on a hole
-	 * traps.  KEEP_SIZE: the size is the caller's (from_fd). */
-	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)r->size) < 0)
+	 * traps.  KEEP_SIZE: the size is the caller's (from_fd).  Not for a
+	 * shared file: its holes are other processes' purges, and its pages
+	 * were made present when it was created (shared.c). */
+	if (!r->shm && vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)r->size) < 0)
 		return -errno;
 	int uffd = uffd_open();
 	if (uffd < 0)

@@ -153,6 +153,10 @@ static const struct vr_trap_ops backends[] = {
 };
 
 static _Atomic(const struct vr_trap_ops *) backend;
+/* shared regions (S32): userfaultfd wherever it works, whatever the
+ * process's backend; NULL: neither it nor a fallback works here */
+static const struct vr_trap_ops *shared_backend;
+static _Atomic bool uffd_used; /* a shared region used it (vr_trap_backend) */
 
 const struct vr_trap_ops *vr_trap_ops(void)
 {
@@ -167,7 +171,20 @@ int vr_trap_current(void)
 
 _export_ int vr_trap_backend(void)
 {
+	/* S32: a process whose shared regions use userfaultfd reports it */
+	if (atomic_load_explicit(&uffd_used, memory_order_relaxed))
+		return VR_TRAP_UFFD;
 	return vr_trap_current();
+}
+
+const struct vr_trap_ops *vr_trap_shared_ops(void)
+{
+	return shared_backend;
+}
+
+bool vr_trap_uffd_works(void)
+{
+	return shared_backend && shared_backend->id == VR_TRAP_UFFD;
 }
 
 static bool works(const struct vr_trap_ops *t)
@@ -198,6 +215,8 @@ int vr_trap_init(void)
 		return -EOPNOTSUPP;
 	if (b->id == VR_TRAP_UFFD)
 		uffd_anon_guard = guard_probe();
+	const struct vr_trap_ops *u = &backends[VR_ARRAY_SIZE(backends) - 1];
+	shared_backend = b->id == VR_TRAP_UFFD || works(u) ? u : NULL;
 	atomic_store_explicit(&backend, b, memory_order_release);
 	vr_dbg("trap backend: %s", b->name);
 	return 0;
@@ -205,23 +224,26 @@ int vr_trap_init(void)
 
 int vr_trap_arm(struct vr_region *r, void *addr, size_t len)
 {
-	return vr_trap_ops()->arm(r, addr, len);
+	return r->trap->arm(r, addr, len);
 }
 
 int vr_trap_disarm(struct vr_region *r, void *addr, size_t len)
 {
-	return vr_trap_ops()->disarm(r, addr, len);
+	return r->trap->disarm(r, addr, len);
 }
 
 int vr_trap_attach(struct vr_region *r)
 {
-	const struct vr_trap_ops *t = vr_trap_ops();
-	return t->attach ? t->attach(r) : 0;
+	const struct vr_trap_ops *t = r->trap;
+	int err = t->attach ? t->attach(r) : 0;
+	if (!err && r->shm && t->id == VR_TRAP_UFFD)
+		atomic_store_explicit(&uffd_used, true, memory_order_relaxed);
+	return err;
 }
 
 void vr_trap_detach(struct vr_region *r, bool inherited)
 {
-	const struct vr_trap_ops *t = vr_trap_ops();
+	const struct vr_trap_ops *t = r->trap;
 	if (t->detach)
 		t->detach(r, inherited);
 }

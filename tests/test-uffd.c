@@ -379,10 +379,20 @@ static void sc_default(void)
 	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
 	int b = vr_trap_backend();
 	CK(b == VR_TRAP_GUARD || b == VR_TRAP_MPROTECT, "(backend %d)", b);
-	/* no SIGBUS handler outside the uffd backend */
+	/* S32: a SIGBUS handler from the first vr_ctx_new wherever
+	 * userfaultfd works (shared regions use it), none elsewhere */
 	struct sigaction sa;
 	CK_EQ(sigaction(SIGBUS, NULL, &sa), 0);
-	CK(!(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL);
+	struct vr_region *r = NULL;
+	int rc = vr_region_new(c, "vt-default", 4 * vt_pg(), VR_REGION_SHARED, &r);
+	if (rc == 0) {
+		CK((sa.sa_flags & SA_SIGINFO) && sa.sa_handler != SIG_DFL);
+		CK_EQ(vr_trap_backend(), VR_TRAP_UFFD);
+		vr_region_destroy(r);
+	} else {
+		CK_EQ(rc, -EOPNOTSUPP);
+		CK(!(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL);
+	}
 	vr_ctx_destroy(c);
 }
 

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * shared.h - the volatility state of a VR_REGION_SHARED memfd (S27-S33)
+ *
+ * LAYOUT.  The file is [data][state], sealed against resizing at creation
+ * (F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL), so the layout never
+ * changes:
+ *   data   [0, map_size): the bytes vr_region_size() reports, page-rounded;
+ *   state  [map_size, map_size + state_size): struct vr_shm, whose last
+ *          member is the range map with fixed storage (range-map.h:
+ *          FIXED STORAGE, POSITION INDEPENDENCE: offsets, never pointers,
+ *          since every process maps the state at its own address);
+ *   tail   the last 64 bytes of the file (inside the state's last page):
+ *          struct vr_shm_tail, which vr_region_from_fd reads with pread
+ *          to recognise a shared file (together with the seals) before
+ *          mapping anything.
+ * Capacity (S31): max(512, data pages / 16) ranges, fixed at creation.
+ *
+ * LOCK AND SEQLOCK.  The region lock of a shared region is shm->lock, a
+ * PTHREAD_PROCESS_SHARED | PTHREAD_MUTEX_ROBUST mutex taken through
+ * vr_held_push/pop with the region rank like any region lock (lock.h);
+ * shm->seq is the fault path's seqlock (private.h), odd while a holder in
+ * any process may be changing the map.  Every process maps the state of a
+ * file once (one struct vr_shm_map per file, shared by the regions of
+ * that file in the process), so vr_held() recognises the lock whichever
+ * region of the file a call came through.
+ *
+ * ORDER OF EFFECTS (what makes a process killed at any instant harmless):
+ *   1. publish "purged" in a record, then punch (purge.c purge_range,
+ *      region.c mark over a purged range: the merged record is written
+ *      VR_RANGE_PENDING with its final bounds before anything is punched);
+ *   2. make pages present (fallocate(0), the uffd backend's disarm), then
+ *      publish "not volatile" (region.c unmark);
+ *   3. never fill a hole without the lock.
+ * So, whenever the lock is free or its holder died: every hole in the data
+ * lies in whole pages of a record that is purged (or PENDING purged), and
+ * a purged record's pages are holes or zero pages that repair punches.
+ *
+ * DEATH (S30).  A locker that gets EOWNERDEAD holds the lock and repairs
+ * before anything else (vr_shared_lock -> repair): the seq stays odd (the
+ * dead holder may have left it odd; it is made odd if not) until the
+ * repairer unlocks; the map's tree and LRU are rebuilt from its records
+ * (vr_map_rebuild: a change cut short leaves overlapping records, joined,
+ * PURGED if any part was); the file's gauges are recounted; every purged
+ * range's whole pages are punched again (idempotent: a purger killed
+ * between publish and punch leaves the range wholly purged, never half);
+ * pthread_mutex_consistent() last.  A repairer that dies in turn leaves
+ * EOWNERDEAD to the next locker, which repairs again.  Repair allocates
+ * nothing and may run in the fault path (it sorts in place).
+ *
+ * FORK.  The state mapping is MADV_DONTFORK like the data: a child has
+ * neither, and only destroys its inherited regions (S18), which frees
+ * the child's copy of the struct vr_shm_map without unmapping or locking.
+ */
+#ifndef VR_SHARED_H
+#define VR_SHARED_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "range-map.h"
+
+#define VR_SHM_MAGIC 0x31766d6873727675ull /* "uvrshmv1" */
+#define VR_SHM_MIN_CAP 512
+
+struct vr_shm_tail {
+	uint64_t magic;
+	uint64_t layout;     /* sizeof(struct vr_shm) and sizeof(struct vr_map) */
+	uint64_t data_size;  /* vr_region_size() */
+	uint64_t map_size;   /* data_size page-rounded: where the state starts */
+	uint64_t state_size; /* bytes of the state, tail included */
+	uint64_t page_size;
+	uint64_t cap;   /* ranges the state holds (S31) */
+	uint64_t check; /* a hash of the fields above */
+};
+
+struct vr_shm {
+	uint64_t magic; /* VR_SHM_MAGIC once initialised */
+	uint64_t layout;
+	pthread_mutex_t lock;            /* robust, process-shared: the region lock */
+	_Atomic unsigned seq;            /* the fault path's seqlock: odd while locked */
+	_Atomic uint64_t oldest_age;     /* the LRU's oldest age (hint for purges) */
+	_Atomic uint64_t trap_epoch;     /* bumped at every discard and restore */
+	uint64_t last_age;               /* youngest age handed out (S29), under lock */
+	_Atomic uint64_t nranges;        /* the file's gauges, under lock ... */
+	_Atomic uint64_t volatile_bytes; /* ... read without it by vr_shared_sync */
+	_Atomic uint64_t purged_bytes;
+	_Atomic uint64_t repairs; /* lock holders found dead and repaired after */
+	struct vr_map map __attribute__((aligned(64)));
+	/* the map's fixed storage follows */
+};
+
+/* one per file and process: the state mapping, shared by the regions of
+ * that file in this process (process-wide list under vr_global_lock) */
+struct vr_shm_map {
+	struct vr_shm_map *next;
+	struct vr_shm *shm;
+	size_t state_size;
+	dev_t dev;
+	ino_t ino;
+	unsigned refs;
+	unsigned fork_gen;
+};
+
+struct vr_region;
+
+/* the layout a file of data_size bytes gets (vr_region_new) */
+void vr_shared_layout(uint64_t data_size, struct vr_shm_tail *t);
+/* is fd a shared memfd?  1 (and *t filled), 0, or -errno */
+int vr_shared_probe(int fd, const struct stat *st, struct vr_shm_tail *t);
+/* a new shared memfd for size data bytes: created, sized, its state
+ * initialised, every data page present (uffd traps holes), sealed.
+ * Returns the fd or -errno. */
+int vr_shared_create(const char *name, size_t size, struct vr_shm_tail *t);
+/* this process's mapping of the state of fd (mapped now, or the one a
+ * region of the same file already has); 0 or -errno */
+int vr_shared_get(int fd, const struct stat *st, const struct vr_shm_tail *t,
+		  struct vr_shm_map **out);
+void vr_shared_put(struct vr_shm_map *sm, bool inherited);
+void vr_shared_atfork_prepare(void);
+void vr_shared_atfork_parent(void);
+void vr_shared_atfork_child(void);
+
+/* the region lock of a shared region (vr_region_lock without the seq
+ * bump when raw): repairs after a dead holder */
+void vr_shared_lock(struct vr_region *r, bool raw);
+void vr_shared_unlock(struct vr_region *r, bool raw);
+/* brings this region's share of the ctx gauges up to the file's (lock
+ * held) */
+void vr_shared_sync(struct vr_region *r);
+
+#endif
