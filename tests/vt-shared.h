@@ -26,12 +26,6 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
-/* Until the shared-state header lands (S27, S32): remove with it. */
-#ifndef VR_REGION_SHARED
-#define VR_REGION_SHARED (1u << 1)
-#define VR_STAT_SKIPPED_BUSY ((enum vr_stat)(VR_STAT_FOOTPRINT + 1))
-#endif
-
 enum vs_op {
 	VS_JOIN = 1, /* a = flags; the fd travels as SCM_RIGHTS -> rc, v0 = region */
 	VS_NEW,      /* a = size, b = flags -> rc, v0 = region */
