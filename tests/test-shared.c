@@ -18,6 +18,10 @@
  *             and against the ctx's private regions
  *   pressure  S29: one ctx's pressure and limit take the ranges other
  *             processes marked
+ *   edges     another process's partial unmark of a purged range, the
+ *             re-fault bound, the state past the data, a limit set before
+ *             other processes mark, two shared files in one LRU
+ *   leaks     S15: joins and destroys in every order leave no fd or map
  *   stats     S29: gauges count the file's ranges once, cumulative
  *             stats what the ctx did
  *   capacity  S31: the documented range capacity, -ENOSPC changes nothing
@@ -360,6 +364,144 @@ static void sc_refill(void)
 	VS_EXPECT_DATA(&A, ra, 5 * P, 2 * P, 8);
 	vs_stop(&B);
 	vs_stop(&C);
+	vr_ctx_destroy(VS.ctx);
+}
+
+/* ---- edges: partial unmarks, the re-fault bound, the state past the
+ * data, limits set before other processes mark, two files ---- */
+static void sc_edges(void)
+{
+	size_t P = vt_pg();
+	vs_init();
+	int ra = vs_new_shared(&A, 16 * P);
+	FILL(&A, ra, 0, 16 * P, 9);
+	struct vs_proc B = vs_spawn();
+	int rb = join_from(&B, &A, ra, 0);
+	/* B unmarks part of A's purged range: that part reads 0, the rest
+	 * still traps for both */
+	CK_EQ(MARK(&A, ra, 4 * P, 4 * P), VR_INTACT);
+	CK_EQ(PURGE(&B, SIZE_MAX), (int64_t)(4 * P));
+	CK_EQ(UNMARK(&B, rb, 5 * P, P), VR_PURGED);
+	VS_EXPECT_DATA(&A, ra, 5 * P, P, VS_ZERO);
+	VS_EXPECT_TRAP(&A, ra, 4 * P + 1);
+	VS_EXPECT_TRAP(&A, ra, 6 * P + 1);
+	VS_EXPECT_TRAP(&B, rb, 7 * P + 1);
+	CK_EQ(STATUS(&A, ra, 4 * P, P), VP);
+	CK_EQ(STATUS(&A, ra, 5 * P, P), 0);
+	CK_EQ(STATUS(&A, ra, 6 * P, 2 * P), VP);
+	CK_EQ(STAT(&A, VR_STAT_RANGES), 2);
+	CK_EQ(STAT(&A, VR_STAT_PURGED_BYTES), 3 * P);
+	/* re-marking the hole: fresh and unpurged, next to purged pieces */
+	CK_EQ(MARK(&A, ra, 5 * P, P), VR_INTACT);
+	CK_EQ(STATUS(&B, rb, 5 * P, P), VR_STATE_VOLATILE);
+	VS_EXPECT_DATA(&B, rb, 5 * P, P, VS_ZERO);
+	CK_EQ(UNMARK(&B, rb, 4 * P, 4 * P), VR_PURGED);
+	CK_EQ(STAT(&B, VR_STAT_RANGES), 0);
+
+	/* a handler that retries without fixing: SIGBUS after at most 8
+	 * re-faults, never a loop (S13) */
+	CK_EQ(vs_call(&B, VS_HANDLER, rb, VS_H_RETRY, 0, 0), 0);
+	CK_EQ(MARK(&A, ra, 10 * P, P), VR_INTACT);
+	CK_EQ(PURGE(&A, SIZE_MAX), (int64_t)P);
+	VS_EXPECT_TRAP(&B, rb, 10 * P + 77);
+	int64_t v[4];
+	int64_t calls = vs_call_fd(&B, VS_HINFO, rb, 0, 0, 0, -1, v);
+	CK(calls >= 1 && calls <= 9, "(%" PRId64 " handler calls)", calls);
+	CK_EQ(v[2], 10 * P + 77);
+	CK(STAT(&B, VR_STAT_FAULTS) >= calls, "(faults %" PRId64 ")", STAT(&B, VR_STAT_FAULTS));
+	CK_EQ(vs_call(&B, VS_HANDLER, rb, VS_H_NONE, 0, 0), 0);
+	CK_EQ(UNMARK(&A, ra, 10 * P, P), VR_PURGED);
+
+	/* the state after the data is no part of the region */
+	struct vr_region *r = VS.r[ra];
+	uint8_t *end = (uint8_t *)vr_region_base(r) + 16 * P;
+	CK(vr_region_of(end) != r, "(vr_region_of past the data is the region)");
+	CK(vr_region_of(end - 1) == r);
+	CK_EQ(vr_mark_ptr(end, 1), -EINVAL);
+	CK_EQ(vr_mark_ptr(end - 1, 2), -EINVAL);
+	CK_EQ(vr_status(r, 0, 16 * P), 0);
+
+	/* B's limit, set before A marks: B's next mark keeps it */
+	CK_EQ(vs_call(&B, VS_LIMIT, 0, 3 * P, 0, 0), 0);
+	CK_EQ(MARK(&A, ra, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&A, ra, 4 * P, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&B, rb, 8 * P, 2 * P), VR_INTACT);
+	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), 2 * P);
+	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 8 * P, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(vs_call(&B, VS_LIMIT, 0, 0, 0, 0), 0);
+	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
+
+	/* two shared files in one ctx: one LRU */
+	int ra2 = vs_new_shared(&A, 8 * P);
+	int rb2 = join_from(&B, &A, ra2, 0);
+	CK_EQ(MARK(&B, rb2, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&A, ra, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&B, rb2, 4 * P, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(&A, 1), (int64_t)(2 * P));
+	CK_EQ(STATUS(&A, ra2, 0, 2 * P), VP);
+	CK_EQ(PURGE(&B, 1), (int64_t)(2 * P));
+	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra2, 4 * P, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(STAT(&A, VR_STAT_RANGES), 3);
+	CK_EQ(STAT(&B, VR_STAT_PURGED_BYTES), 4 * P);
+	vs_stop(&B);
+	vr_ctx_destroy(VS.ctx);
+}
+
+/* ---- S15: no fd or mapping left behind by joins and destroys ---- */
+static int count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	CK(f != NULL);
+	int n = 0;
+	for (int c; (c = fgetc(f)) != EOF;)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static void sc_leaks(void)
+{
+	size_t P = vt_pg();
+	vs_init();
+	struct vr_ctx *c2 = NULL;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c2), 0);
+	int fds = vt_count_fds(), maps = count_maps();
+	for (int round = 0; round < 12; round++) {
+		struct vr_region *r1 = NULL, *r2 = NULL, *r3 = NULL;
+		CK_EQ(vr_region_new(VS.ctx, "vt-leak", 8 * P, VR_REGION_SHARED, &r1), 0);
+		CK_EQ(vr_region_from_fd(VS.ctx, vr_region_fd(r1), 0, &r2), 0);
+		CK_EQ(vr_region_from_fd(c2, vr_region_fd(r1), 0, &r3), 0);
+		CK_EQ(vr_mark(r2, P, 2 * P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(c2, SIZE_MAX), (ssize_t)(2 * P));
+		CK_EQ(vr_status(r1, P, P), VP);
+		/* every order of leaving */
+		struct vr_region *order[3][3] = { { r1, r2, r3 }, { r3, r2, r1 }, { r2, r3, r1 } };
+		for (int i = 0; i < 3; i++) {
+			vr_region_destroy(order[round % 3][i]);
+			if (i < 2)
+				CK_EQ(vr_status(order[round % 3][2], P, P), VP);
+		}
+		CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_REGIONS), 0);
+		CK_EQ(vr_ctx_stat(c2, VR_STAT_RANGES), 0);
+		CK_EQ(vt_count_fds(), fds);
+		CK_EQ(count_maps(), maps);
+	}
+	/* a ctx destroyed with shared regions in it */
+	struct vr_ctx *c3 = NULL;
+	struct vr_region *r = NULL, *j = NULL;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c3), 0);
+	CK_EQ(vr_region_new(c3, "vt-leak", 8 * P, VR_REGION_SHARED, &r), 0);
+	CK_EQ(vr_region_from_fd(c2, vr_region_fd(r), 0, &j), 0);
+	CK_EQ(vr_mark(r, 0, P), VR_INTACT);
+	vr_ctx_destroy(c3);
+	CK_EQ(vr_status(j, 0, P), VR_STATE_VOLATILE);
+	vr_region_destroy(j);
+	vr_ctx_destroy(c2);
+	CK_EQ(vt_count_fds(), fds);
+	CK_EQ(count_maps(), maps);
 	vr_ctx_destroy(VS.ctx);
 }
 
@@ -948,7 +1090,8 @@ static const struct vt_scenario scenarios[] = {
 	{ "traps", sc_traps },     { "refill", sc_refill },     { "ages", sc_ages },
 	{ "stats", sc_stats },     { "capacity", sc_capacity }, { "inproc", sc_inproc },
 	{ "fork", sc_fork },       { "data", sc_data },         { "seccomp", sc_seccomp },
-	{ "stopped", sc_stopped }, { "pressure", sc_pressure },
+	{ "stopped", sc_stopped }, { "pressure", sc_pressure }, { "edges", sc_edges },
+	{ "leaks", sc_leaks },
 };
 
 /* the scenario under the default backend, uffd and guard */
@@ -982,6 +1125,8 @@ SHARED_TEST(fork)
 SHARED_TEST(data)
 SHARED_TEST(stopped)
 SHARED_TEST(pressure)
+SHARED_TEST(edges)
+SHARED_TEST(leaks)
 
 static void test_seccomp(void **state)
 {
@@ -1051,6 +1196,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stats),   cmocka_unit_test(test_capacity),
 		cmocka_unit_test(test_inproc),  cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_data),    cmocka_unit_test(test_stopped),
+		cmocka_unit_test(test_edges),   cmocka_unit_test(test_leaks),
 		cmocka_unit_test(test_seccomp), cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

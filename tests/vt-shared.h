@@ -56,7 +56,7 @@ enum vs_op {
 #define VS_ZERO UINT64_MAX
 
 /* fault handler modes (S13) */
-enum { VS_H_NONE, VS_H_SIGBUS, VS_H_REFILL };
+enum { VS_H_NONE, VS_H_SIGBUS, VS_H_REFILL, VS_H_RETRY /* retries, fixes nothing */ };
 
 struct vs_req {
 	int32_t op, reg;
@@ -147,6 +147,8 @@ static inline int vs_fault(struct vr_region *r, size_t off, size_t len, void *ad
 	h->off = off;
 	h->len = len;
 	h->at = (size_t)((uint8_t *)addr - base);
+	if (h->mode == VS_H_RETRY)
+		return VR_FAULT_RETRY;
 	if (h->mode != VS_H_REFILL)
 		return VR_FAULT_SIGBUS;
 	h->unmark_rc = vr_unmark(r, off, len);
