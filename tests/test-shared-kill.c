@@ -34,6 +34,10 @@
  *   kill_long   a peer killed while it purges 500 ranges (each ends
  *               purged or intact) or makes one merge of 500 ranges (the
  *               map and the gauges agree)
+ *   race        4 processes mark, unmark, purge page-aligned ranges at
+ *               random (race_kill: and are killed): the state left is one
+ *               a serial history could leave (gauges, traps, data)
+ *   purges      3 processes purge at once: every range purged once
  *   kill-soak   kill with VT_KILLS kills (slow suite: 150)
  * Run with the default trap backend, VRANGE_TRAP=uffd and VRANGE_TRAP=guard.
  */
@@ -46,6 +50,7 @@
 #define KJ_SCRATCH 4 /* the hog's slots, after the data slots */
 #define KJ_SLOT_PAGES 4
 #define KJ_MAXW 8
+#define VP_STATE (VR_STATE_VOLATILE | VR_STATE_PURGED)
 
 enum kj_state { KS_STABLE = 1, KS_MARKING, KS_VOLATILE, KS_UNMARKING, KS_FILLING };
 #define KS_HALVES 0x10 /* VOLATILE/MARKING/UNMARKING: marked in two halves */
@@ -548,9 +553,226 @@ static void sc_kill_long(void)
 	vr_ctx_destroy(VS.ctx);
 }
 
+/* ---- racing processes: page-aligned marks, unmarks, purges ----
+ * Racers change the state of one file at random with no plan; when they
+ * are stopped (or killed at random instants, race_kill) the state must be
+ * one a serial history could leave: the gauges agree with vr_status page
+ * by page, every page of a purged range traps, every other page reads
+ * without a trap, all its data or all zeros. */
+#define RACE_PAGES 48
+
+static void sc_racer(void)
+{
+	P = vt_pg();
+	int id = env_int("VT_K_ID", -1);
+	J = map_journal(env_int("VT_K_JFD", -1));
+	vs_init();
+	int reg = vs_join(&(struct vs_proc){ .sock = -1 }, env_int("VT_K_FD", -1), 0);
+	CK(reg >= 0, "(join: %d)", reg);
+	struct vr_region *r = VS.r[reg];
+	struct vt_rng rng;
+	vt_seed(&rng, (uint64_t)env_int("VT_K_SEED", 1) * 131 + (uint64_t)getpid());
+	while (!atomic_load(&J->stop)) {
+		alarm(30);
+		atomic_fetch_add(&J->ops[id], 1);
+		size_t a = vt_below(&rng, RACE_PAGES), n = 1 + vt_below(&rng, RACE_PAGES - a);
+		uint64_t op = vt_below(&rng, 20);
+		int rc;
+		if (op < 10) {
+			rc = vr_mark(r, a * P, n * P);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(mark: %d)", rc);
+		} else if (op < 16) {
+			rc = vr_unmark(r, a * P, n * P);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(unmark: %d)", rc);
+		} else if (op < 19) {
+			CK(vr_ctx_purge(VS.ctx, vt_below(&rng, 4) * P) >= 0);
+		} else {
+			rc = vr_status(r, a * P, n * P);
+			CK(rc >= 0 && rc <= (int)(VR_STATE_VOLATILE | VR_STATE_PURGED), "(%d)", rc);
+		}
+	}
+	vr_ctx_destroy(VS.ctx);
+	_exit(0);
+}
+
+static pid_t start_racer(int id)
+{
+	char b[4][24];
+	snprintf(b[0], sizeof(b[0]), "%d", id);
+	snprintf(b[1], sizeof(b[1]), "%d", K_FD);
+	snprintf(b[2], sizeof(b[2]), "%d", K_JFD);
+	snprintf(b[3], sizeof(b[3]), "%" PRIu64, K_SEED + (uint64_t)id * 104729);
+	fflush(stderr);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		setenv("VT_K_ID", b[0], 1);
+		setenv("VT_K_FD", b[1], 1);
+		setenv("VT_K_JFD", b[2], 1);
+		setenv("VT_K_SEED", b[3], 1);
+		vt_default_signals();
+		execl(program_invocation_name, "vt-scenario", "--scenario", "racer", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* the state left: serial-history invariants (see above) */
+static void check_race_state(int reg)
+{
+	struct vr_region *r = VS.r[reg];
+	size_t vol = 0, pur = 0, runs = 0;
+	int prev = 0;
+	for (size_t pg = 0; pg < RACE_PAGES; pg++) {
+		int st = vr_status(r, pg * P, P);
+		CK(st == 0 || st == VR_STATE_VOLATILE || st == VP_STATE, "(page %zu: %d)", pg, st);
+		vol += st == VR_STATE_VOLATILE;
+		pur += st == VP_STATE;
+		runs += st && st != prev;
+		prev = st;
+		int64_t v[4];
+		if (st == VP_STATE) {
+			int64_t rc = vs_call_fd(&(struct vs_proc){ .sock = -1 }, VS_READ, reg,
+						pg * P + 5, 0, 0, -1, v);
+			CK(rc == VS_TRAPPED, "(page %zu is purged but reads %" PRId64 ")", pg,
+			   v[0]);
+			continue;
+		}
+		/* all its data or all zeros, and no trap */
+		piece_is(reg, pg * P, P, 1, true, st ? "a volatile page" : "a non-volatile page");
+	}
+	uint64_t n = vr_ctx_stat(VS.ctx, VR_STAT_RANGES);
+	CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_VOLATILE_BYTES), vol * P);
+	CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_PURGED_BYTES), pur * P);
+	CK(n >= runs && n <= runs + pur, "(%" PRIu64 " ranges, %zu runs, %zu purged pages)", n,
+	   runs, pur);
+	int rc = vr_unmark(r, 0, RACE_PAGES * P);
+	CK_EQ(rc, pur ? VR_PURGED : VR_INTACT);
+	CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_RANGES), 0);
+	printf("race: %zu volatile, %zu purged pages, %" PRIu64 " ranges at the end\n", vol, pur,
+	       n);
+}
+
+static void run_race(int kills)
+{
+	P = vt_pg();
+	SLOT = KJ_SLOT_PAGES * P;
+	K_SEED = vt_get_seed("shared-race");
+	struct vt_rng rng;
+	vt_seed(&rng, K_SEED);
+	K_JFD = memfd_create("vt-journal", 0);
+	CK(K_JFD >= 0);
+	CK_EQ(ftruncate(K_JFD, sizeof(struct kj)), 0);
+	J = map_journal(K_JFD);
+	vs_init();
+	int reg = vs_new_shared(&(struct vs_proc){ .sock = -1 }, RACE_PAGES * P);
+	vt_fill(vr_region_base(VS.r[reg]), 0, RACE_PAGES * P, 1);
+	K_FD = dup(vr_region_fd(VS.r[reg]));
+	CK(K_FD >= 0);
+	enum { NR = 4 };
+	pid_t w[NR];
+	for (int i = 0; i < NR; i++)
+		w[i] = start_racer(i);
+	double t0 = now_s();
+	int killed = 0;
+	while (kills ? killed < kills : now_s() - t0 < 1.5) {
+		alarm(30);
+		usleep((useconds_t)(kills ? 5000 + vt_below(&rng, 60000) : 10000));
+		int st;
+		for (int i = 0; i < NR; i++)
+			if (vs_waitpid(w[i], &st, WNOHANG) == w[i])
+				fail_worker(i, st);
+		if (!kills)
+			continue;
+		int i = (int)vt_below(&rng, NR);
+		CK_EQ(kill(w[i], SIGKILL), 0);
+		CK_EQ(vs_waitpid(w[i], &st, 0), w[i]);
+		if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
+			fail_worker(i, st);
+		killed++;
+		CK(vr_status(VS.r[reg], 0, RACE_PAGES * P) >= 0); /* the next caller proceeds */
+		w[i] = start_racer(i);
+	}
+	atomic_store(&J->stop, 1);
+	for (int i = 0; i < NR; i++) {
+		int st;
+		alarm(60);
+		CK_EQ(vs_waitpid(w[i], &st, 0), w[i]);
+		if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			fail_worker(i, st);
+	}
+	check_race_state(reg);
+	close(K_FD);
+	vr_ctx_destroy(VS.ctx);
+}
+
+static void sc_race(void)
+{
+	run_race(0);
+}
+
+static void sc_race_kill(void)
+{
+	run_race(env_int("VT_KILLS", 25));
+}
+
+/* ---- concurrent purges: every range purged once ---- */
+static void sc_purges(void)
+{
+	P = vt_pg();
+	vs_init();
+	struct vs_proc A = { .sock = -1 }, peer[3];
+	const size_t nr = 300;
+	int ra = vs_new_shared(&A, 2 * nr * P);
+	vt_fill(vr_region_base(VS.r[ra]), 0, 2 * nr * P, 3);
+	int reg[3];
+	for (int i = 0; i < 3; i++) {
+		peer[i] = vs_spawn();
+		int fd = vs_fd_of(&A, ra);
+		reg[i] = vs_join(&peer[i], fd, 0);
+		close(fd);
+		CK(reg[i] >= 0);
+	}
+	for (int round = 0; round < 5; round++) {
+		for (size_t i = 0; i < nr; i++)
+			CK_EQ(vr_mark(VS.r[ra], 2 * i * P, P), VR_INTACT);
+		uint64_t before[3];
+		for (int i = 0; i < 3; i++)
+			before[i] = (uint64_t)vs_call(&peer[i], VS_STAT, 0, VR_STAT_PURGES, 0, 0);
+		/* all three at once */
+		struct vs_req q = { .op = VS_PURGE, .a = SIZE_MAX };
+		for (int i = 0; i < 3; i++)
+			vs_sendmsg(peer[i].sock, &q, sizeof(q), -1);
+		int64_t total = 0;
+		uint64_t purges = 0;
+		for (int i = 0; i < 3; i++) {
+			struct vs_rep rep;
+			int fd;
+			CK_EQ(vs_recvmsg(peer[i].sock, &rep, sizeof(rep), &fd),
+			      (ssize_t)sizeof(rep));
+			CK(rep.rc >= 0);
+			total += rep.rc;
+			purges += (uint64_t)vs_call(&peer[i], VS_STAT, 0, VR_STAT_PURGES, 0, 0) -
+				  before[i];
+		}
+		CK_EQ(total, (int64_t)(nr * P));
+		CK_EQ(purges, nr);
+		CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_PURGED_BYTES), nr * P);
+		for (size_t i = 0; i < nr; i++)
+			CK_EQ(vr_unmark(VS.r[ra], 2 * i * P, P), VR_PURGED);
+		int64_t v[4];
+		for (size_t i = 0; i < nr; i++)
+			CK_EQ(vs_call_fd(&A, VS_CHECK, ra, (2 * i + 1) * P, P, 3, -1, v), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		vs_stop(&peer[i]);
+	vr_ctx_destroy(VS.ctx);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "peer", vs_peer_main }, { "worker", sc_worker },       { "stress", sc_stress },
-	{ "kill", sc_kill },      { "kill_long", sc_kill_long },
+	{ "kill", sc_kill },      { "kill_long", sc_kill_long }, { "racer", sc_racer },
+	{ "race", sc_race },      { "race_kill", sc_race_kill }, { "purges", sc_purges },
 };
 
 /* the default trap backend, then uffd and guard forced (skipped where a
@@ -579,6 +801,19 @@ static void test_kill(void **state)
 	run_backends("kill");
 }
 
+static void test_race(void **state)
+{
+	(void)state;
+	run_backends("race");
+	run_backends("race_kill");
+}
+
+static void test_concurrent_purges(void **state)
+{
+	(void)state;
+	run_backends("purges");
+}
+
 static void test_kill_long_call(void **state)
 {
 	(void)state;
@@ -595,6 +830,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stress),
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_kill_long_call),
+		cmocka_unit_test(test_race),
+		cmocka_unit_test(test_concurrent_purges),
 	};
 	const struct CMUnitTest soak[] = {
 		cmocka_unit_test(test_kill),
