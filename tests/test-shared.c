@@ -643,6 +643,24 @@ static void sc_stats(void)
 	CK_EQ(MARK(&A, ra, 0, P), VR_INTACT);
 	expect_gauges(&B, 1, P, 0);
 	CK_EQ(STAT(&B, VR_STAT_REGIONS), 1);
+	/* B's first region goes while a third one stays */
+	int rb3 = join_from(&B, &A, ra, 0);
+	CK_EQ(vs_call(&B, VS_DESTROY, rb, 0, 0, 0), 0);
+	CK_EQ(MARK(&A, ra, 4 * P, 2 * P), VR_INTACT);
+	expect_gauges(&B, 2, 3 * P, 0);
+	CK_EQ(PURGE(&B, 1), (int64_t)P);
+	expect_gauges(&B, 2, 2 * P, P);
+	expect_gauges(&A, 2, 2 * P, P);
+	expect_done(&B, 2, 4 * P);
+	CK_EQ(STATUS(&B, rb3, 0, P), VP);
+	/* C's only region of the file goes: its gauges forget the file */
+	expect_gauges(&C, 3, 2 * P, 2 * P);
+	CK_EQ(vs_call(&C, VS_DESTROY, rc, 0, 0, 0), 0);
+	expect_gauges(&C, 1, 0, P);
+	CK_EQ(MARK(&A, ra, 8 * P, P), VR_INTACT);
+	expect_gauges(&C, 1, 0, P);
+	CK_EQ(PURGE(&C, SIZE_MAX), 0);
+	CK_EQ(STATUS(&A, ra, 8 * P, P), VR_STATE_VOLATILE);
 	vs_stop(&B);
 	vs_stop(&C);
 	vr_ctx_destroy(VS.ctx);
