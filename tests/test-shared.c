@@ -16,8 +16,9 @@
  *             the others read the new data; partial pages keep theirs
  *   ages      S29: S8 order per file whoever marked, across processes
  *             and against the ctx's private regions
- *   pressure  S29: one ctx's pressure and limit take the ranges other
- *             processes marked
+ *   pressure  S29: one ctx's pressure (MODERATE, CRITICAL), limit (at
+ *   limit     vr_ctx_set_limit and vr_mark) and vr_obj_unpin's limit take
+ *   unpin     the ranges other processes marked
  *   edges     another process's partial unmark of a purged range, the
  *             re-fault bound, the state past the data, a limit set before
  *             other processes mark, two shared files in one LRU
@@ -433,6 +434,31 @@ static void sc_edges(void)
 	CK_EQ(vs_call(&B, VS_LIMIT, 0, 0, 0, 0), 0);
 	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
 
+	/* another process unmarks the file's oldest range: this ctx's order
+	 * follows (a private range marked after it is older than the
+	 * file's next range) */
+	int pa = vs_new(&A, 4 * P, 0);
+	CK(pa >= 0);
+	CK_EQ(MARK(&A, ra, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&A, pa, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&B, rb, 4 * P, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(&A, 0), 0); /* A's ctx looks at the file now */
+	CK_EQ(UNMARK(&B, rb, 0, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(&A, 1), (int64_t)(2 * P));
+	CK_EQ(STATUS(&A, pa, 0, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VR_STATE_VOLATILE);
+	/* ... and B's purge of the file's oldest, likewise */
+	CK_EQ(UNMARK(&A, pa, 0, 4 * P), VR_PURGED);
+	CK_EQ(MARK(&A, pa, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&A, ra, 8 * P, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(&B, 1), (int64_t)(2 * P)); /* B's oldest: [4P, 6P) */
+	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VP);
+	CK_EQ(PURGE(&A, 1), (int64_t)(2 * P));
+	CK_EQ(STATUS(&A, pa, 0, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 8 * P, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
+	CK_EQ(vs_call(&A, VS_DESTROY, pa, 0, 0, 0), 0);
+
 	/* two shared files in one ctx: one LRU */
 	int ra2 = vs_new_shared(&A, 8 * P);
 	int rb2 = join_from(&B, &A, ra2, 0);
@@ -667,15 +693,24 @@ static void sc_stats(void)
 }
 
 /* ---- S29: the limit and pressure of one ctx take every process's ranges ---- */
-static void sc_pressure(void)
+/* A marks three 2-page ranges at 0, 4P, 8P in a file B joined */
+static void three_ranges(int *ra, struct vs_proc *B, int *rb)
 {
 	size_t P = vt_pg();
 	vs_init();
-	int ra = vs_new_shared(&A, 16 * P);
-	struct vs_proc B = vs_spawn();
-	int rb = join_from(&B, &A, ra, 0);
+	*ra = vs_new_shared(&A, 16 * P);
+	*B = vs_spawn();
+	*rb = join_from(B, &A, *ra, 0);
 	for (size_t i = 0; i < 3; i++)
-		CK_EQ(MARK(&A, ra, 4 * i * P, 2 * P), VR_INTACT);
+		CK_EQ(MARK(&A, *ra, 4 * i * P, 2 * P), VR_INTACT);
+}
+
+static void sc_pressure(void)
+{
+	size_t P = vt_pg();
+	struct vs_proc B;
+	int ra, rb;
+	three_ranges(&ra, &B, &rb);
 	/* MODERATE in B: down to half of 6 pages, oldest first */
 	CK_EQ(vs_call(&B, VS_PRESSURE, 0, VR_PRESSURE_MODERATE, 0, 0), (int64_t)(4 * P));
 	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
@@ -685,10 +720,24 @@ static void sc_pressure(void)
 	CK_EQ(STAT(&A, VR_STAT_PRESSURE_EVENTS), 0);
 	CK_EQ(STAT(&B, VR_STAT_PURGES), 2);
 	CK_EQ(STAT(&A, VR_STAT_PURGES), 0);
-	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
-	/* B's limit: at vr_ctx_set_limit and at each of B's marks */
-	for (size_t i = 0; i < 3; i++)
-		CK_EQ(MARK(&A, ra, 4 * i * P, 2 * P), VR_INTACT);
+	/* CRITICAL: everything purgeable */
+	CK_EQ(MARK(&B, rb, 12 * P, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&A, ra, 14 * P, P), VR_INTACT); /* adjacent: joins B's range */
+	CK_EQ(vs_call(&B, VS_PRESSURE, 0, VR_PRESSURE_CRITICAL, 0, 0), (int64_t)(5 * P));
+	CK_EQ(STATUS(&A, ra, 8 * P, 8 * P), VP);
+	CK_EQ(STAT(&A, VR_STAT_VOLATILE_BYTES), 0);
+	VS_EXPECT_TRAP(&A, ra, 14 * P);
+	vs_stop(&B);
+	vr_ctx_destroy(VS.ctx);
+}
+
+static void sc_limit(void)
+{
+	size_t P = vt_pg();
+	struct vs_proc B;
+	int ra, rb;
+	three_ranges(&ra, &B, &rb);
+	/* B's limit: at vr_ctx_set_limit and at each of B's marks (S10) */
 	CK_EQ(vs_call(&B, VS_LIMIT, 0, 3 * P, 0, 0), 0);
 	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), 2 * P);
 	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VP);
@@ -697,13 +746,25 @@ static void sc_pressure(void)
 	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), 2 * P);
 	CK_EQ(STATUS(&A, ra, 8 * P, 2 * P), VP);
 	CK_EQ(STATUS(&A, ra, 12 * P, 2 * P), VR_STATE_VOLATILE);
-	CK_EQ(vs_call(&B, VS_LIMIT, 0, 0, 0, 0), 0);
-	/* CRITICAL: everything purgeable */
-	CK_EQ(MARK(&A, ra, 14 * P, P), VR_INTACT); /* adjacent: joins B's range */
-	CK_EQ(vs_call(&B, VS_PRESSURE, 0, VR_PRESSURE_CRITICAL, 0, 0), (int64_t)(3 * P));
-	CK_EQ(STATUS(&A, ra, 0, 16 * P), VP);
-	CK_EQ(STAT(&A, VR_STAT_VOLATILE_BYTES), 0);
-	VS_EXPECT_TRAP(&A, ra, 14 * P);
+	vs_stop(&B);
+	vr_ctx_destroy(VS.ctx);
+}
+
+static void sc_unpin(void)
+{
+	size_t P = vt_pg();
+	vs_init();
+	int ra = vs_new_shared(&A, 16 * P);
+	struct vs_proc B = vs_spawn();
+	join_from(&B, &A, ra, 0);
+	CK_EQ(vs_call(&B, VS_LIMIT, 0, 3 * P, 0, 0), 0);
+	CK_EQ(MARK(&A, ra, 0, 2 * P), VR_INTACT);
+	CK_EQ(MARK(&A, ra, 4 * P, 2 * P), VR_INTACT);
+	/* B's vr_obj_unpin keeps B's limit (S22) with A's ranges counted */
+	CK_EQ(vs_call(&B, VS_OBJ, 0, P, 0, 0), 0);
+	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), 3 * P);
+	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
+	CK_EQ(STATUS(&A, ra, 4 * P, 2 * P), VR_STATE_VOLATILE);
 	vs_stop(&B);
 	vr_ctx_destroy(VS.ctx);
 }
@@ -1109,7 +1170,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "stats", sc_stats },     { "capacity", sc_capacity }, { "inproc", sc_inproc },
 	{ "fork", sc_fork },       { "data", sc_data },         { "seccomp", sc_seccomp },
 	{ "stopped", sc_stopped }, { "pressure", sc_pressure }, { "edges", sc_edges },
-	{ "leaks", sc_leaks },
+	{ "limit", sc_limit },     { "unpin", sc_unpin },       { "leaks", sc_leaks },
 };
 
 /* the scenario under the default backend, uffd and guard */
@@ -1143,6 +1204,8 @@ SHARED_TEST(fork)
 SHARED_TEST(data)
 SHARED_TEST(stopped)
 SHARED_TEST(pressure)
+SHARED_TEST(limit)
+SHARED_TEST(unpin)
 SHARED_TEST(edges)
 SHARED_TEST(leaks)
 
@@ -1215,6 +1278,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_inproc),  cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_data),    cmocka_unit_test(test_stopped),
 		cmocka_unit_test(test_edges),   cmocka_unit_test(test_leaks),
+		cmocka_unit_test(test_limit),   cmocka_unit_test(test_unpin),
 		cmocka_unit_test(test_seccomp), cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

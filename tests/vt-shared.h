@@ -46,6 +46,7 @@ enum vs_op {
 	VS_DESTROY,
 	VS_PRESSURE, /* a = level -> bytes reclaimed */
 	VS_LIMIT,    /* a = bytes */
+	VS_OBJ,      /* a new object of a bytes, unpinned -> vr_obj_unpin's result */
 	VS_EXIT,
 };
 
@@ -310,6 +311,11 @@ static inline int64_t vs_exec(const struct vs_req *q, int fd, int64_t *v)
 		return vr_ctx_notify_pressure(VS.ctx, (enum vr_pressure)q->a);
 	case VS_LIMIT:
 		return vr_ctx_set_limit(VS.ctx, q->a);
+	case VS_OBJ: {
+		struct vr_obj *o = NULL;
+		int rc = vr_obj_new(VS.ctx, q->a, 0, &o);
+		return rc < 0 ? rc : vr_obj_unpin(o); /* freed with the ctx */
+	}
 	case VS_DESTROY:
 		vr_region_destroy(r);
 		VS.r[q->reg] = NULL;
