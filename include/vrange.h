@@ -169,6 +169,9 @@ enum vr_stat {
 	VR_STAT_SKIPPED_BUSY,     /* 0.2: cumulative purges of shared ranges skipped
 				     because a mapping process did not arm its
 				     trap in time (guard protocol, S32)          */
+	VR_STAT_REPAIRS,          /* 0.2: cumulative repairs of a shared file's
+				     state this ctx made after finding its lock
+				     holder dead (S30)                           */
 };
 
 /* ---------------------------------------------------------------------- */

@@ -197,6 +197,8 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return vr_obj_footprint(c);
 	case VR_STAT_SKIPPED_BUSY:
 		return atomic_load(&c->skipped_busy);
+	case VR_STAT_REPAIRS:
+		return atomic_load(&c->repairs);
 	}
 	return 0;
 }

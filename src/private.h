@@ -115,6 +115,7 @@ struct vr_ctx {
 	_Atomic uint64_t nregions_stat;
 	_Atomic unsigned nshared;      /* shared regions (S29: gauges synced) */
 	_Atomic uint64_t skipped_busy; /* S32: purges skipped, a mapper did not arm */
+	_Atomic uint64_t repairs;      /* S30: shared states repaired after a death */
 	_Atomic size_t limit;          /* 0 = none */
 
 	struct vr_monitor *monitor;       /* owned by monitor.c; NULL if none */

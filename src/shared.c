@@ -268,6 +268,7 @@ static void repair(struct vr_region *r)
 	}
 	recount_and_repunch(r);
 	atomic_fetch_add_explicit(&s->repairs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->ctx->repairs, 1, memory_order_relaxed);
 	if (pthread_mutex_consistent(&s->lock) != 0)
 		abort();
 }
@@ -319,6 +320,8 @@ void vr_shared_unlock(struct vr_region *r, bool raw)
 static void sync_one(_Atomic uint64_t *file, uint64_t *seen, _Atomic uint64_t *shard)
 {
 	uint64_t cur = atomic_load_explicit(file, memory_order_relaxed);
+	if (cur == __atomic_load_n(seen, __ATOMIC_RELAXED))
+		return; /* the common case: two loads, no locked instruction */
 	uint64_t old = __atomic_exchange_n(seen, cur, __ATOMIC_RELAXED);
 	if (cur != old)
 		atomic_fetch_add_explicit(shard, cur - old, memory_order_relaxed);

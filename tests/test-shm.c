@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-shm.c - the invariants of a shared state (src/shared.h) across
+ * processes killed at random instants (S30), checked from the inside
+ *
+ * A child joins the parent's shared region and marks, unmarks and purges
+ * random ranges of its first half as fast as it can; the parent kills it
+ * with SIGKILL after a random delay, again and again, and after every
+ * kill takes the file's lock (repairing it if the child died holding it)
+ * and checks, with the lock held:
+ *   - the map is well formed (vr_map_check: tree, LRU, flags);
+ *   - every hole of the data (SEEK_HOLE) lies in whole pages of a purged
+ *     range, and every whole page of a purged range is a hole: nobody can
+ *     read zeros where the state says "not purged";
+ *   - the file's gauges equal a recount of the map;
+ * and at the end, that the second half, never marked, kept its bytes, and
+ * that some kills did land inside the lock (VR_STAT_REPAIRS > 0).
+ * VT_SHM_KILLS sets the number of kills (default 150).
+ */
+#include "tests.h"
+
+#include <signal.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <setjmp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "private.h"
+#include "shared.h"
+
+#define PAGES 256
+
+static void child_loop(int fd, size_t size, uint64_t seed)
+{
+	struct vr_ctx *c;
+	struct vr_region *r;
+	if (vr_ctx_new(VR_CTX_NO_MONITOR, &c) != 0 || vr_region_from_fd(c, fd, 0, &r) != 0)
+		_exit(3);
+	size_t P = vt_pg(), half = size / 2;
+	uint64_t x = seed;
+	long lim = getenv("VT_SHM_OPS") ? atol(getenv("VT_SHM_OPS")) : -1;
+	for (;;) {
+		if (lim >= 0 && lim-- == 0)
+			_exit(0);
+		x = vt_mix(x);
+		size_t off = (size_t)(x % half), len = 1 + (size_t)((x >> 20) % (8 * P));
+		if (off + len > half)
+			len = half - off;
+		switch ((x >> 40) % 4) {
+		case 0:
+		case 1:
+			vr_mark(r, off, len);
+			break;
+		case 2:
+			vr_unmark(r, off, len);
+			break;
+		default:
+			vr_ctx_purge(c, (size_t)((x >> 48) % 4 + 1) * P);
+			break;
+		}
+	}
+}
+
+/* Which data pages are holes: a child maps the file with a userfaultfd
+ * of its own (missing mode, SIGBUS feature, as the library's trap) and
+ * reads every page; a hole raises SIGBUS, anything else reads (a page
+ * that fallocate() made present but nobody wrote reads 0: mincore and
+ * SEEK_HOLE would call it a hole, the trap does not). */
+static sigjmp_buf probe_env;
+static void probe_bus(int sig)
+{
+	(void)sig;
+	siglongjmp(probe_env, 1);
+}
+
+static void probe_pages(int fd, size_t map_size, unsigned char *present)
+{
+	size_t P = vt_pg(), np = map_size / P;
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */);
+		struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_SIGBUS };
+		volatile uint8_t *p = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
+		struct uffdio_register reg = { .range = { (uintptr_t)p, map_size },
+					       .mode = UFFDIO_REGISTER_MODE_MISSING };
+		if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) < 0 || p == MAP_FAILED ||
+		    ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
+			_exit(2);
+		signal(SIGBUS, probe_bus);
+		for (size_t i = 0; i < np; i++) {
+			present[i] = 0;
+			if (sigsetjmp(probe_env, 1) == 0) {
+				(void)p[i * P];
+				present[i] = 1;
+			}
+		}
+		_exit(write(pfd[1], present, np) == (ssize_t)np ? 0 : 3);
+	}
+	close(pfd[1]);
+	assert_int_equal(read(pfd[0], present, np), (ssize_t)np);
+	close(pfd[0]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* with the lock held: holes exactly at the whole pages of purged ranges,
+ * and the file's gauges equal to a recount of the map */
+static void check_holes(struct vr_region *r, int fd)
+{
+	struct vr_map *m = r->map;
+	size_t P = vt_pg(), np = r->map_size / P;
+	unsigned char present[PAGES];
+	assert_true(np <= PAGES);
+	probe_pages(fd, r->map_size, present);
+	for (size_t i = 0; i < np; i++) {
+		uint64_t p = (uint64_t)i * P, p0, p1;
+		struct vr_range *x = vr_map_first_end_after(m, p);
+		bool in_purged = x && x->start <= p && vr_range_purged(x) &&
+				 vr_whole_pages(x->start, x->end, m->page_shift, &p0, &p1) &&
+				 p >= p0 && p < p1;
+		if (!present[i] && !in_purged)
+			fail_msg("page %zu is a hole outside a purged range", i);
+		if (present[i] && in_purged)
+			fail_msg("page %zu of a purged range holds data", i);
+	}
+	uint64_t n = 0, vol = 0, pur = 0;
+	for (struct vr_range *x = vr_map_first_end_after(m, 0); x; x = vr_map_next(m, x)) {
+		n++;
+		if (vr_range_purged(x))
+			pur += x->end - x->start;
+		else
+			vol += x->end - x->start;
+	}
+	assert_int_equal(n, atomic_load(&r->shm->nranges));
+	assert_int_equal(vol, atomic_load(&r->shm->volatile_bytes));
+	assert_int_equal(pur, atomic_load(&r->shm->purged_bytes));
+}
+
+static void test_shm_kill_invariants(void **state)
+{
+	(void)state;
+	size_t P = vt_pg(), size = PAGES * P;
+	const char *e = getenv("VT_SHM_KILLS");
+	int kills = e ? atoi(e) : 150;
+	struct vr_ctx *c;
+	struct vr_region *r;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	int rc = vr_region_new(c, "vt-shm", size, VR_REGION_SHARED, &r);
+	if (rc == -EOPNOTSUPP) {
+		vr_ctx_destroy(c);
+		skip(); /* no userfaultfd here: test-shared covers the refusal */
+	}
+	assert_int_equal(rc, 0);
+	uint8_t *b = vr_region_base(r);
+	vt_fill(b, 0, size, 42);
+	int fd = vr_region_fd(r);
+	uint64_t seed = vt_get_seed("test-shm");
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int k = 0; k < kills; k++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			alarm(20);
+			child_loop(fd, size, seed + (uint64_t)k);
+		}
+		struct timespec d = { 0, (long)(vt_mix(seed ^ (uint64_t)k) % 3000000) };
+		nanosleep(&d, NULL);
+		int st;
+		if (!getenv("VT_SHM_OPS")) {
+			kill(pid, SIGKILL);
+			assert_int_equal(waitpid(pid, &st, 0), pid);
+			assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+		} else
+			assert_int_equal(waitpid(pid, &st, 0), pid);
+		alarm(20); /* a lock left held for ever would hang here */
+		vr_region_lock(r);
+		assert_int_equal(vr_map_check(r->map), 0);
+		check_holes(r, fd);
+		vr_region_unlock(r);
+		alarm(0);
+	}
+	/* the half nobody marked kept every byte */
+	assert_true(vt_check(b + size / 2, size / 2, size / 2, 42) == SIZE_MAX);
+	uint64_t repairs = vr_ctx_stat(c, VR_STAT_REPAIRS);
+	print_message("%d kills, %llu repairs by the parent\n", kills, (unsigned long long)repairs);
+	assert_true(repairs > 0);
+	/* the gauges of this ctx count what the dead children left */
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), atomic_load(&r->shm->nranges));
+	vr_ctx_destroy(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shm_kill_invariants),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
