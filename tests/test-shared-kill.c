@@ -29,7 +29,7 @@
  * at once (the next caller must proceed: no call hangs, alarm() is the
  * hang detector in every process) and starts a new worker.
  *
- *   stress      3 owner/purger processes, no kills (~3 s)
+ *   stress      3 owner/purger processes, no kills (~2 s)
  *   kill        owners, a purger and a hog, ~25 kills (~5 s)
  *   kill_long   a peer killed while it purges 500 ranges (each ends
  *               purged or intact) or makes one merge of 500 ranges (the
@@ -439,7 +439,7 @@ static void run_verifier(const int *roles, int nw, int nowners, int kills, doubl
 static void sc_stress(void)
 {
 	const int roles[] = { KR_OWNER_PURGER, KR_OWNER_PURGER, KR_OWNER_PURGER };
-	run_verifier(roles, 3, 3, 0, env_int("VT_STRESS_SECONDS", 3));
+	run_verifier(roles, 3, 3, 0, env_int("VT_STRESS_SECONDS", 2));
 }
 
 static void sc_kill(void)
@@ -578,10 +578,10 @@ static void sc_racer(void)
 		size_t a = vt_below(&rng, RACE_PAGES), n = 1 + vt_below(&rng, RACE_PAGES - a);
 		uint64_t op = vt_below(&rng, 20);
 		int rc;
-		if (op < 10) {
+		if (op < 11) {
 			rc = vr_mark(r, a * P, n * P);
 			CK(rc == VR_INTACT || rc == VR_PURGED, "(mark: %d)", rc);
-		} else if (op < 16) {
+		} else if (op < 18) {
 			rc = vr_unmark(r, a * P, n * P);
 			CK(rc == VR_INTACT || rc == VR_PURGED, "(unmark: %d)", rc);
 		} else if (op < 19) {
@@ -612,6 +612,7 @@ static pid_t start_racer(int id)
 		setenv("VT_K_SEED", b[3], 1);
 		vt_default_signals();
 		execl(program_invocation_name, "vt-scenario", "--scenario", "racer", (char *)NULL);
+		execl("/proc/self/exe", "vt-scenario", "--scenario", "racer", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
