@@ -38,6 +38,8 @@
  *               random (race_kill: and are killed): the state left is one
  *               a serial history could leave (gauges, traps, data)
  *   purges      3 processes purge at once: every range purged once
+ *   first_caller  after a lock holder is killed, the first call of each
+ *               kind (a fault, status, stat, purge, mark, a join) proceeds
  *   kill-soak   kill with VT_KILLS kills (slow suite: 150)
  * Run with the default trap backend, VRANGE_TRAP=uffd and VRANGE_TRAP=guard.
  */
@@ -717,6 +719,83 @@ static void sc_race_kill(void)
 	run_race(env_int("VT_KILLS", 25));
 }
 
+/* ---- the first caller after a lock holder died ----
+ * A peer marks and unmarks in a loop and is killed at a random instant
+ * (often while it holds the file's lock); the first thing to touch the
+ * file next is, in turn: a fault on a discarded page, vr_status,
+ * vr_ctx_stat, a purge, a mark, a new process joining (and faulting).
+ * None may hang (alarm), and the purged range stays purged and trapping. */
+static void sc_first_caller(void)
+{
+	P = vt_pg();
+	struct vt_rng rng;
+	vt_seed(&rng, vt_get_seed("shared-first-caller"));
+	struct vs_proc A = { .sock = -1 };
+	vs_init();
+	int ra = vs_new_shared(&A, 64 * P);
+	struct vr_region *r = VS.r[ra];
+	vt_fill(vr_region_base(r), 0, 64 * P, 4);
+	CK_EQ(vr_mark(r, 0, 4 * P), VR_INTACT);
+	CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)(4 * P));
+	int64_t v[4];
+	for (int round = 0; round < 36; round++) {
+		alarm(20);
+		struct vs_proc B = vs_spawn();
+		int fd = vs_fd_of(&A, ra);
+		int rb = vs_join(&B, fd, 0);
+		CK(rb >= 0);
+		struct vs_req q = {
+			.op = VS_HOG, .reg = rb, .a = 8 * P + 100, .b = 40 * P, .c = 1000000
+		};
+		vs_sendmsg(B.sock, &q, sizeof(q), -1);
+		usleep((useconds_t)(500 + vt_below(&rng, 4000)));
+		CK_EQ(kill(B.pid, SIGKILL), 0);
+		int st = vs_reap(&B);
+		CK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "(hog: status 0x%x)", st);
+		close(B.sock);
+		size_t at = vt_below(&rng, 4 * P);
+		switch (round % 6) {
+		case 0:
+			CK_EQ(vs_call_fd(&A, VS_READ, ra, at, 0, 0, -1, v), VS_TRAPPED);
+			CK_EQ(v[0], (int64_t)at);
+			break;
+		case 1:
+			CK_EQ(vr_status(r, 0, 4 * P), VP_STATE);
+			break;
+		case 2:
+			CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_PURGED_BYTES), 4 * P);
+			break;
+		case 3:
+			CK(vr_ctx_purge(VS.ctx, P) >= 0);
+			break;
+		case 4:
+			CK_EQ(vr_mark(r, 60 * P, P), VR_INTACT);
+			CK_EQ(vr_unmark(r, 60 * P, P), VR_INTACT);
+			break;
+		case 5: {
+			struct vs_proc C = vs_spawn();
+			int rc = vs_join(&C, fd, 0);
+			CK(rc >= 0);
+			CK_EQ(vs_call_fd(&C, VS_READ, rc, at, 0, 0, -1, v), VS_TRAPPED);
+			CK_EQ(vs_call(&C, VS_STATUS, rc, 0, 4 * P, 0), VP_STATE);
+			vs_stop(&C);
+			break;
+		}
+		}
+		close(fd);
+		CK_EQ(vr_status(r, 0, 4 * P), VP_STATE);
+		CK_EQ(vs_call_fd(&A, VS_READ, ra, at, 0, 0, -1, v), VS_TRAPPED);
+		CK_EQ(vs_call_fd(&A, VS_CHECK, ra, 4 * P, 4 * P, 4, -1, v), 0);
+		/* the hog's bytes: volatile or not, never purged data lost
+		 * outside them */
+		CK_EQ(vs_call_fd(&A, VS_CHECK, ra, 48 * P + 100, 16 * P - 100, 4, -1, v), 0);
+	}
+	/* how often the kill found the hog holding the lock (informative) */
+	printf("first-caller: %" PRIu64 " repairs in this process\n",
+	       vr_ctx_stat(VS.ctx, VR_STAT_REPAIRS));
+	vr_ctx_destroy(VS.ctx);
+}
+
 /* ---- concurrent purges: every range purged once ---- */
 static void sc_purges(void)
 {
@@ -771,9 +850,11 @@ static void sc_purges(void)
 }
 
 static const struct vt_scenario scenarios[] = {
-	{ "peer", vs_peer_main }, { "worker", sc_worker },       { "stress", sc_stress },
-	{ "kill", sc_kill },      { "kill_long", sc_kill_long }, { "racer", sc_racer },
-	{ "race", sc_race },      { "race_kill", sc_race_kill }, { "purges", sc_purges },
+	{ "peer", vs_peer_main },      { "worker", sc_worker },
+	{ "stress", sc_stress },       { "kill", sc_kill },
+	{ "kill_long", sc_kill_long }, { "racer", sc_racer },
+	{ "race", sc_race },           { "race_kill", sc_race_kill },
+	{ "purges", sc_purges },       { "first_caller", sc_first_caller },
 };
 
 /* the default trap backend, then uffd and guard forced (skipped where a
@@ -809,6 +890,12 @@ static void test_race(void **state)
 	run_backends("race_kill");
 }
 
+static void test_first_caller_after_death(void **state)
+{
+	(void)state;
+	run_backends("first_caller");
+}
+
 static void test_concurrent_purges(void **state)
 {
 	(void)state;
@@ -833,6 +920,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kill_long_call),
 		cmocka_unit_test(test_race),
 		cmocka_unit_test(test_concurrent_purges),
+		cmocka_unit_test(test_first_caller_after_death),
 	};
 	const struct CMUnitTest soak[] = {
 		cmocka_unit_test(test_kill),

@@ -47,6 +47,7 @@ enum vs_op {
 	VS_PRESSURE, /* a = level -> bytes reclaimed */
 	VS_LIMIT,    /* a = bytes */
 	VS_OBJ,      /* a new object of a bytes, unpinned -> vr_obj_unpin's result */
+	VS_HOG,      /* c times: mark and unmark [a, a + b) -> 0 */
 	VS_EXIT,
 };
 
@@ -316,6 +317,14 @@ static inline int64_t vs_exec(const struct vs_req *q, int fd, int64_t *v)
 		int rc = vr_obj_new(VS.ctx, q->a, 0, &o);
 		return rc < 0 ? rc : vr_obj_unpin(o); /* freed with the ctx */
 	}
+	case VS_HOG:
+		for (uint64_t i = 0; i < q->c; i++) {
+			int rc = vr_mark(r, q->a, q->b);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+			rc = vr_unmark(r, q->a, q->b);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
+		}
+		return 0;
 	case VS_DESTROY:
 		vr_region_destroy(r);
 		VS.r[q->reg] = NULL;
