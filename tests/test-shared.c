@@ -221,7 +221,11 @@ static void sc_flags(void)
 	CK_EQ(STATUS(&B, rb, 0, sz + 1), -EINVAL);
 	CK_EQ(MARK(&B, rb, sz - 100, 100), VR_INTACT);
 	CK_EQ(STATUS(&A, ra, 0, sz), VR_STATE_VOLATILE);
+	/* no whole page: never chosen by a purge (S7) */
+	CK_EQ(PURGE(&B, SIZE_MAX), 0);
+	CK_EQ(STATUS(&B, rb, sz - 100, 100), VR_STATE_VOLATILE);
 	CK_EQ(UNMARK(&A, ra, 0, sz), VR_INTACT);
+	VS_EXPECT_DATA(&A, ra, 2 * P, sz - 2 * P, VS_ZERO);
 
 	/* sealed against resizing */
 	int sfd = vs_fd_of(&A, ra);
@@ -884,6 +888,30 @@ static void sc_inproc(void)
 	VS_EXPECT_TRAP(&A, i2, 6 * P + 1);
 	CK_EQ(vr_unmark(r2, 6 * P, P), VR_PURGED);
 	vr_ctx_destroy(c2);
+
+	/* the file reopened through /proc: the same state */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", vr_region_fd(r2));
+	int ro = open(path, O_RDWR | O_CLOEXEC);
+	CK(ro >= 0);
+	struct vr_region *r5 = NULL;
+	CK_EQ(vr_region_from_fd(VS.ctx, ro, 0, &r5), 0);
+	close(ro);
+	CK_EQ(vr_mark(r5, 7 * P, P), VR_INTACT);
+	CK_EQ(vr_status(r2, 7 * P, P), VR_STATE_VOLATILE);
+	CK_EQ(vr_unmark(r2, 7 * P, P), VR_INTACT);
+	CK_EQ(vr_status(r5, 0, 8 * P), 0);
+	vr_region_destroy(r5);
+	/* read-only: refused with an errno, nothing left behind */
+	int fds = vt_count_fds();
+	ro = open(path, O_RDONLY | O_CLOEXEC);
+	CK(ro >= 0);
+	r5 = NULL;
+	int e = vr_region_from_fd(VS.ctx, ro, 0, &r5);
+	CK(e < 0 && r5 == NULL, "(a read-only fd: %d)", e);
+	close(ro);
+	CK_EQ(vt_count_fds(), fds);
+	CK_EQ(vr_status(r2, 0, 8 * P), 0);
 
 	/* a plain memfd this process maps: -EBUSY, until it is unmapped */
 	struct vr_region *p = NULL, *q = NULL;
