@@ -23,6 +23,8 @@
  *             re-fault bound, the state past the data, a limit set before
  *             other processes mark, two shared files in one LRU
  *   leaks     S15: joins and destroys in every order leave no fd or map
+ *   flicker   a reader racing another process's purges and unmarks of
+ *             its page: every trap through its handler, data or 0 read
  *   stats     S29: gauges count the file's ranges once, cumulative
  *             stats what the ctx did
  *   capacity  S31: the documented range capacity, -ENOSPC changes nothing
@@ -532,6 +534,45 @@ static void sc_leaks(void)
 	vr_ctx_destroy(c2);
 	CK_EQ(vt_count_fds(), fds);
 	CK_EQ(count_maps(), maps);
+	vr_ctx_destroy(VS.ctx);
+}
+
+/* ---- a reader racing purges and unmarks of its page ----
+ * B reads one byte in a loop with a fault handler set while A marks,
+ * purges and unmarks that page: every trap goes through B's handler (a
+ * SIGBUS reaching the application without a handler call would be a trap
+ * the library took for someone else's signal), and every byte read is the
+ * data or, once unmarked after a purge, 0. */
+static void sc_flicker(void)
+{
+	size_t P = vt_pg();
+	vs_init();
+	int ra = vs_new_shared(&A, 4 * P);
+	FILL(&A, ra, 0, 4 * P, 11);
+	struct vs_proc B = vs_spawn();
+	int rb = join_from(&B, &A, ra, 0);
+	CK_EQ(vs_call(&B, VS_HANDLER, rb, VS_H_SIGBUS, 0, 0), 0);
+	struct vs_req q = { .op = VS_FLICKER, .reg = rb, .a = P + 9, .b = 1000000, .c = 11 };
+	vs_sendmsg(B.sock, &q, sizeof(q), -1);
+	struct vr_region *r = VS.r[ra];
+	struct pollfd pf = { .fd = B.sock, .events = POLLIN };
+	uint64_t cycles = 0;
+	while (poll(&pf, 1, 0) == 0) {
+		CK_EQ(vr_mark(r, P, P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)P);
+		for (volatile int spin = 0; spin < 2000; spin++) /* let B meet the hole */
+			;
+		CK_EQ(vr_unmark(r, P, P), VR_PURGED);
+		cycles++;
+	}
+	struct vs_rep rep;
+	int fd;
+	CK_EQ(vs_recvmsg(B.sock, &rep, sizeof(rep), &fd), (ssize_t)sizeof(rep));
+	printf("flicker: %" PRIu64 " purge cycles; B read %" PRId64 ", trapped %" PRId64 "\n",
+	       cycles, rep.v[0], rep.v[1]);
+	CK(rep.rc == 0, "(%" PRId64 " SIGBUS reached B's application without its handler)", rep.rc);
+	CK(rep.v[2] == 0, "(%" PRId64 " reads neither the data nor 0)", rep.v[2]);
+	vs_stop(&B);
 	vr_ctx_destroy(VS.ctx);
 }
 
@@ -1199,6 +1240,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "fork", sc_fork },       { "data", sc_data },         { "seccomp", sc_seccomp },
 	{ "stopped", sc_stopped }, { "pressure", sc_pressure }, { "edges", sc_edges },
 	{ "limit", sc_limit },     { "unpin", sc_unpin },       { "leaks", sc_leaks },
+	{ "flicker", sc_flicker },
 };
 
 /* the scenario under the default backend, uffd and guard */
@@ -1236,6 +1278,7 @@ SHARED_TEST(limit)
 SHARED_TEST(unpin)
 SHARED_TEST(edges)
 SHARED_TEST(leaks)
+SHARED_TEST(flicker)
 
 static void test_seccomp(void **state)
 {
@@ -1299,15 +1342,16 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic),   cmocka_unit_test(test_flags),
-		cmocka_unit_test(test_traps),   cmocka_unit_test(test_refill),
-		cmocka_unit_test(test_ages),    cmocka_unit_test(test_pressure),
-		cmocka_unit_test(test_stats),   cmocka_unit_test(test_capacity),
-		cmocka_unit_test(test_inproc),  cmocka_unit_test(test_fork),
-		cmocka_unit_test(test_data),    cmocka_unit_test(test_stopped),
-		cmocka_unit_test(test_edges),   cmocka_unit_test(test_leaks),
-		cmocka_unit_test(test_limit),   cmocka_unit_test(test_unpin),
-		cmocka_unit_test(test_seccomp), cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_basic),        cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_traps),        cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_ages),         cmocka_unit_test(test_pressure),
+		cmocka_unit_test(test_stats),        cmocka_unit_test(test_capacity),
+		cmocka_unit_test(test_inproc),       cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_data),         cmocka_unit_test(test_stopped),
+		cmocka_unit_test(test_edges),        cmocka_unit_test(test_leaks),
+		cmocka_unit_test(test_limit),        cmocka_unit_test(test_unpin),
+		cmocka_unit_test(test_flicker),      cmocka_unit_test(test_seccomp),
+		cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,6 +48,9 @@ enum vs_op {
 	VS_LIMIT,    /* a = bytes */
 	VS_OBJ,      /* a new object of a bytes, unpinned -> vr_obj_unpin's result */
 	VS_HOG,      /* c times: mark and unmark [a, a + b) -> 0 */
+	VS_FLICKER,  /* b reads of byte a (gen c or 0), handler VS_H_SIGBUS set:
+		      * -> SIGBUS without a handler call; v0 reads, v1 traps,
+		      * v2 bytes neither gen c nor 0 */
 	VS_EXIT,
 };
 
@@ -325,6 +328,21 @@ static inline int64_t vs_exec(const struct vs_req *q, int fd, int64_t *v)
 			CK(rc == VR_INTACT || rc == VR_PURGED, "(%d)", rc);
 		}
 		return 0;
+	case VS_FLICKER: {
+		int64_t w[4], bad = 0;
+		struct vs_hinfo *h = &VS.h[q->reg];
+		for (uint64_t i = 0; i < q->b; i++) {
+			int calls = h->calls;
+			if (vs_read_byte(base, q->a, w) == VS_TRAPPED) {
+				v[1]++;
+				bad += h->calls == calls;
+			} else {
+				v[0]++;
+				v[2] += w[0] != 0 && w[0] != vt_pat(q->c, q->a);
+			}
+		}
+		return bad;
+	}
 	case VS_DESTROY:
 		vr_region_destroy(r);
 		VS.r[q->reg] = NULL;
