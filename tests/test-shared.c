@@ -552,7 +552,7 @@ static void sc_flicker(void)
 	struct vs_proc B = vs_spawn();
 	int rb = join_from(&B, &A, ra, 0);
 	CK_EQ(vs_call(&B, VS_HANDLER, rb, VS_H_SIGBUS, 0, 0), 0);
-	struct vs_req q = { .op = VS_FLICKER, .reg = rb, .a = P + 9, .b = 1000000, .c = 11 };
+	struct vs_req q = { .op = VS_FLICKER, .reg = rb, .a = P + 9, .b = 100000, .c = 11 };
 	vs_sendmsg(B.sock, &q, sizeof(q), -1);
 	struct vr_region *r = VS.r[ra];
 	struct pollfd pf = { .fd = B.sock, .events = POLLIN };
