@@ -32,8 +32,9 @@
  *   stress      3 owner/purger processes, no kills (~2 s)
  *   kill        owners, a purger and a hog, ~25 kills (~5 s)
  *   kill_long   a peer killed while it purges 500 ranges (each ends
- *               purged or intact) or makes one merge of 500 ranges (the
- *               map and the gauges agree)
+ *               purged or intact), unmarks 500 purged ranges at once (each
+ *               is still purged, or readable) or makes one merge of 500
+ *               ranges (the map and the gauges agree)
  *   race        4 processes mark, unmark, purge page-aligned ranges at
  *               random (race_kill: and are killed): the state left is one
  *               a serial history could leave (gauges, traps, data)
@@ -527,6 +528,37 @@ static void sc_kill_long(void)
 		CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_RANGES), 0);
 		printf("kill-long %" PRIu64 ": purge killed after %zu of %zu ranges\n", round,
 		       purged, nr);
+
+		/* one unmark of 500 purged ranges, killed: each range is still
+		 * purged (and traps) or non-volatile and readable (zeros) */
+		for (size_t i = 0; i < nr; i++)
+			CK_EQ(vr_mark(r, i * stride, rlen), VR_INTACT);
+		CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)(nr * 7 * P));
+		B = vs_spawn();
+		fd = vs_fd_of(&A, ra);
+		rb = vs_join(&B, fd, 0);
+		close(fd);
+		CK(rb >= 0);
+		kill_peer_during(&B, VS_UNMARK, rb, 0, big, &rng, 12000);
+		size_t left = 0;
+		for (size_t i = 0; i < nr; i++) {
+			int st = vr_status(r, i * stride, rlen);
+			CK(st == 0 || st == VP_STATE, "(range %zu: status %d)", i, st);
+			if (st) {
+				left++;
+				CK_EQ(vs_call_fd(&A, VS_READ, ra, i * stride + 3 * P, 0, 0, -1, v),
+				      VS_TRAPPED);
+				CK_EQ(vr_unmark(r, i * stride, rlen), VR_PURGED);
+			}
+			int64_t c = vs_call_fd(&A, VS_CHECK, ra, i * stride, rlen, VS_ZERO, -1, v);
+			CK(c == 0,
+			   "(round %" PRIu64 ", range %zu, %s: offset %" PRId64 ": %s %" PRId64 ")",
+			   round, i, st ? "purged" : "unmarked by the dead process", v[0],
+			   c == VS_TRAPPED ? "trap" : "byte", v[1]);
+		}
+		printf("kill-long %" PRIu64 ": unmark killed with %zu of %zu ranges left\n", round,
+		       left, nr);
+		CK_EQ(vr_ctx_stat(VS.ctx, VR_STAT_RANGES), 0);
 
 		/* a mark merging 500 ranges, killed: the map and the gauges agree */
 		size_t m = big + P;
