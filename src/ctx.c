@@ -46,6 +46,7 @@ _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 			goto fail;
 	}
 	/* last: a failing vr_ctx_new installs nothing (S13) */
+	vr_purge_init();
 	err = vr_fault_install();
 	if (err < 0) {
 		vr_monitor_stop(c, false);

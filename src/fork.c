@@ -44,6 +44,7 @@ static void child(void)
 	vr_log_atfork_child();
 	vr_registry_atfork_child();
 	vr_shared_atfork_child();
+	vr_purge_atfork_child();
 	vr_cb_atfork_child();
 	vr_fault_atfork_child();
 	pthread_mutex_init(&vr_global_lock, NULL);

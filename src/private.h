@@ -99,7 +99,6 @@ struct vr_ctx {
 	pthread_mutex_t lock;
 	struct vr_region *regions; /* protected by lock; doubly linked */
 	size_t nregions;           /* protected by lock */
-	uint64_t purge_gen;        /* protected by purge_lock */
 	struct vr_cand *heap;      /* protected by purge_lock: room for every region */
 	size_t heap_cap;           /* protected by purge_lock */
 	_Atomic bool limit_stuck;  /* the last purge could not reach its goal */
@@ -249,6 +248,8 @@ enum vr_purge_goal {
 ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 /* room in the purge heap for n regions; called with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
+void vr_purge_init(void); /* at every vr_ctx_new */
+void vr_purge_atfork_child(void);
 
 /* ---- trap.c: backends ---- */
 /* How discarded pages are made to fault.  One backend per process, chosen

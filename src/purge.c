@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "inject.h"
 #include "kind.h"
@@ -37,6 +38,20 @@
  * is never seen twice, even in a region created at a reused address (the
  * fault path's re-fault bound compares them) */
 static _Atomic uint64_t trap_seq;
+/* purge generations (vr_purge_lru): this process's pid (read at every
+ * vr_ctx_new and in a fork child: no system call per purge, S16) and a
+ * counter */
+static _Atomic uint64_t gen_seq, gen_pid;
+
+void vr_purge_init(void)
+{
+	atomic_store(&gen_pid, (uint64_t)getpid());
+}
+
+void vr_purge_atfork_child(void)
+{
+	vr_purge_init();
+}
 
 uint64_t vr_trap_gen_next(void)
 {
@@ -241,7 +256,12 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 		vr_unlock(&c->purge_lock);
 		return 0;
 	}
-	uint64_t gen = ++c->purge_gen;
+	/* generations are unique across processes too: a shared file's
+	 * purge cursor (range-lru.c) is in its state, and a purge by another
+	 * process must not continue this one's pass */
+	uint64_t pid = atomic_load_explicit(&gen_pid, memory_order_relaxed);
+	uint64_t gen =
+		pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
 
 	/* regions cannot go away while purge_lock is held.  The heap has room
 	 * for every region (vr_purge_reserve at region creation), so a purge

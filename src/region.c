@@ -664,7 +664,8 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	*out = r;
 	return 0;
 fail:
-	vr_map_fini(r->map);
+	if (!sm)
+		vr_map_fini(r->map);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 	return err;
@@ -841,7 +842,10 @@ void vr_region_release(struct vr_region *r, bool inherited)
 		atomic_fetch_sub(&sh->volatile_bytes, r->volatile_bytes);
 		atomic_fetch_sub(&sh->purged_bytes, r->purged_bytes);
 	}
-	vr_map_fini(r->map);
+	/* a shared region's map is in the file's state: nothing to free, and
+	 * in a fork child not even mapped */
+	if (!r->shm)
+		vr_map_fini(r->map);
 }
 
 /* called with ctx->purge_lock and ctx->lock held, or vr_global_lock if

@@ -89,6 +89,9 @@ struct vr_shm {
 	_Atomic uint64_t volatile_bytes; /* ... read without it by vr_shared_sync */
 	_Atomic uint64_t purged_bytes;
 	_Atomic uint64_t repairs; /* lock holders found dead and repaired after */
+	/* the cooperative guard protocol's block (S32, where userfaultfd is
+	 * refused): all zero in a new file */
+	uint8_t coop[4096] __attribute__((aligned(64)));
 	struct vr_map map __attribute__((aligned(64)));
 	/* the map's fixed storage follows */
 };

@@ -198,10 +198,132 @@ static void test_shm_kill_invariants(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* S33, S29 in one process: a second region (and a second ctx) on a
+ * shared file share its state; a ctx counts the file once, also after
+ * the region that counted it goes */
+static void test_shm_in_process(void **state)
+{
+	(void)state;
+	size_t P = vt_pg();
+	struct vr_ctx *c, *c2;
+	struct vr_region *r1, *r2, *r3;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c2), 0);
+	int rc = vr_region_new(c, "vt-shm2", 16 * P, VR_REGION_SHARED, &r1);
+	if (rc == -EOPNOTSUPP) {
+		vr_ctx_destroy(c);
+		vr_ctx_destroy(c2);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	int fd = vr_region_fd(r1);
+	assert_int_equal(vr_region_from_fd(c, fd, 0, &r2), 0);
+	assert_int_equal(vr_region_from_fd(c2, fd, VR_REGION_SHARED, &r3), 0);
+	assert_ptr_equal(r1->shm, r2->shm); /* one mapping of the state */
+	assert_ptr_not_equal(vr_region_base(r1), vr_region_base(r2));
+	assert_ptr_equal(vr_region_of(vr_region_base(r2)), r2);
+	assert_int_equal(vr_region_size(r2), 16 * P);
+	assert_int_equal(vr_mark(r1, 0, 4 * P), VR_INTACT);
+	assert_int_equal(vr_status(r2, 0, 4 * P), VR_STATE_VOLATILE);
+	assert_int_equal(vr_status(r3, P, 1), VR_STATE_VOLATILE);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 1);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_VOLATILE_BYTES), 4 * P);
+	assert_int_equal(vr_ctx_stat(c2, VR_STAT_RANGES), 1);
+	/* a purge through the second ctx: the first one's gauges see it */
+	assert_int_equal(vr_ctx_purge(c2, P), 4 * P);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_PURGED_BYTES), 4 * P);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_VOLATILE_BYTES), 0);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_PURGES), 0); /* what c did */
+	assert_int_equal(vr_ctx_stat(c2, VR_STAT_PURGES), 1);
+	/* the region that counted the file goes; the other one counts it */
+	int fd2 = vr_region_fd(r2);
+	vr_region_destroy(r1);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 1);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_PURGED_BYTES), 4 * P);
+	assert_int_equal(vr_unmark(r2, 0, 4 * P), VR_PURGED);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 0);
+	assert_int_equal(vr_ctx_stat(c2, VR_STAT_RANGES), 0);
+	assert_true(vt_all_zero(vr_region_base(r2), 4 * P));
+	/* fork: the child only destroys its inherited regions (S18) and
+	 * joins anew (S33), which sees the parent's state */
+	assert_int_equal(vr_mark(r2, 8 * P, P), VR_INTACT);
+	int keep = dup(fd2); /* destroying the inherited region closes fd2 */
+	assert_true(keep >= 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct vr_ctx *cc;
+		struct vr_region *rc2;
+		if (vr_mark(r2, 0, P) != -EINVAL)
+			_exit(2);
+		vr_region_destroy(r2);
+		vr_ctx_destroy(c2);
+		if (vr_ctx_new(VR_CTX_NO_MONITOR, &cc) != 0 ||
+		    vr_region_from_fd(cc, keep, 0, &rc2) != 0)
+			_exit(3);
+		if (vr_status(rc2, 8 * P, P) != VR_STATE_VOLATILE ||
+		    vr_unmark(rc2, 8 * P, P) != VR_INTACT)
+			_exit(4);
+		vr_ctx_destroy(cc);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(vr_status(r2, 8 * P, P), 0); /* the child's unmark */
+	close(keep);
+	/* last call wins: marked twice, one unmark makes it non-volatile */
+	assert_int_equal(vr_mark(r2, 0, P), VR_INTACT);
+	assert_int_equal(vr_mark(r3, 0, P), VR_INTACT);
+	assert_int_equal(vr_unmark(r3, 0, P), VR_INTACT);
+	assert_int_equal(vr_status(r2, 0, P), 0);
+	vr_ctx_destroy(c);
+	vr_ctx_destroy(c2);
+}
+
+/* S31: the capacity, and -ENOSPC changing nothing */
+static void test_shm_capacity(void **state)
+{
+	(void)state;
+	size_t P = vt_pg();
+	struct vr_ctx *c;
+	struct vr_region *r;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	int rc = vr_region_new(c, "vt-cap", 4096 * P, VR_REGION_SHARED, &r);
+	if (rc == -EOPNOTSUPP) {
+		vr_ctx_destroy(c);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(vr_map_capacity(r->map), 512); /* max(512, 4096 / 16) */
+	for (size_t i = 0; i < 512; i++)
+		assert_int_equal(vr_mark(r, 2 * i * P, P), VR_INTACT);
+	assert_int_equal(vr_mark(r, 1024 * P, P), -ENOSPC);
+	assert_int_equal(vr_status(r, 1024 * P, P), 0);
+	/* a mark that merges needs no more */
+	assert_int_equal(vr_mark(r, P, P), VR_INTACT);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 511);
+	assert_int_equal(vr_mark(r, 1024 * P, P), VR_INTACT);
+	/* a splitting unmark at capacity: refused, nothing changed */
+	assert_int_equal(vr_unmark(r, P / 2, P), -ENOSPC);
+	assert_int_equal(vr_status(r, 0, 3 * P), VR_STATE_VOLATILE);
+	assert_int_equal(vr_unmark(r, 0, 2 * P), VR_INTACT); /* a trim: fine */
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), 512);
+	assert_int_equal(vr_map_check(r->map), 0);
+	vr_region_destroy(r);
+	/* a larger file holds data pages / 16 */
+	assert_int_equal(vr_region_new(c, "vt-cap2", 16384 * P + 1, VR_REGION_SHARED, &r), 0);
+	assert_int_equal(vr_map_capacity(r->map), 1024);
+	vr_ctx_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shm_kill_invariants),
+		cmocka_unit_test(test_shm_in_process),
+		cmocka_unit_test(test_shm_capacity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
