@@ -465,6 +465,17 @@ static void sc_edges(void)
 	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
 	CK_EQ(vs_call(&A, VS_DESTROY, pa, 0, 0, 0), 0);
 
+	/* B's objects and the file's ranges: one clock (S22, S29) */
+	CK_EQ(vs_call(&B, VS_OBJ, 0, P, 0, 0), 0);
+	CK_EQ(MARK(&A, ra, 0, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(&B, 1), (int64_t)P); /* the object, older */
+	CK_EQ(STATUS(&A, ra, 0, 2 * P), VR_STATE_VOLATILE);
+	CK_EQ(vs_call(&B, VS_OBJ, 0, P, 0, 0), 0);
+	CK_EQ(PURGE(&B, 1), (int64_t)(2 * P)); /* now the range is older */
+	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
+	CK_EQ(UNMARK(&A, ra, 0, 16 * P), VR_PURGED);
+	CK_EQ(PURGE(&B, SIZE_MAX), (int64_t)P);
+
 	/* two shared files in one ctx: one LRU */
 	int ra2 = vs_new_shared(&A, 8 * P);
 	int rb2 = join_from(&B, &A, ra2, 0);
@@ -477,7 +488,7 @@ static void sc_edges(void)
 	CK_EQ(STATUS(&A, ra, 0, 2 * P), VP);
 	CK_EQ(STATUS(&A, ra2, 4 * P, 2 * P), VR_STATE_VOLATILE);
 	CK_EQ(STAT(&A, VR_STAT_RANGES), 3);
-	CK_EQ(STAT(&B, VR_STAT_PURGED_BYTES), 4 * P);
+	CK_EQ(STAT(&B, VR_STAT_PURGED_BYTES), 4 * P + 2 * P); /* and B's two objects */
 	vs_stop(&B);
 	vr_ctx_destroy(VS.ctx);
 }
