@@ -1046,6 +1046,37 @@ static void sc_fork(void)
 	CK_EQ(vr_unmark(r, 0, 8 * P), VR_PURGED);
 	VS_EXPECT_DATA(&A, i1, 0, P, 5);
 	VS_EXPECT_DATA(&A, i1, 6 * P, 2 * P, 5);
+
+	/* a child that destroys its inherited handles first (a ctx too),
+	 * then joins through a dup of the fd */
+	CK_EQ(vr_mark(r, 2 * P, P), VR_INTACT);
+	CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)P);
+	fflush(stderr);
+	pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		int d = dup(fd);
+		CK(d >= 0);
+		vr_region_destroy(r);
+		vr_ctx_destroy(VS.ctx);
+		struct vr_ctx *c = NULL;
+		struct vr_region *j = NULL;
+		CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+		CK_EQ(vr_region_from_fd(c, d, 0, &j), 0);
+		close(d);
+		VS.ctx = c;
+		memset(VS.r, 0, sizeof(VS.r));
+		VS.r[0] = j;
+		CK_EQ(vr_status(j, 2 * P, P), VP);
+		VS_EXPECT_TRAP(&A, 0, 2 * P + 1);
+		CK_EQ(vr_unmark(j, 2 * P, P), VR_PURGED);
+		vr_ctx_destroy(c);
+		_exit(0);
+	}
+	CK_EQ(vs_waitpid(pid, &st, 0), pid);
+	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(second child: status 0x%x)", st);
+	CK_EQ(vr_status(r, 0, 8 * P), 0);
+	VS_EXPECT_DATA(&A, i1, 2 * P, P, VS_ZERO);
 	vr_ctx_destroy(VS.ctx);
 }
 
