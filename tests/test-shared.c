@@ -25,6 +25,7 @@
  *   leaks     S15: joins and destroys in every order leave no fd or map
  *   flicker   a reader racing another process's purges and unmarks of
  *             its page: every trap through its handler, data or 0 read
+ *   nosyscall S16: intact marks, unmarks, statuses make no system call
  *   stats     S29: gauges count the file's ranges once, cumulative
  *             stats what the ctx did
  *   capacity  S31: the documented range capacity, -ENOSPC changes nothing
@@ -50,6 +51,7 @@
 #include <linux/seccomp.h>
 #include <pwd.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 
 static struct vs_proc A = { .pid = 0, .sock = -1 };
@@ -228,6 +230,16 @@ static void sc_flags(void)
 	CK_EQ(STATUS(&B, rb, sz - 100, 100), VR_STATE_VOLATILE);
 	CK_EQ(UNMARK(&A, ra, 0, sz), VR_INTACT);
 	VS_EXPECT_DATA(&A, ra, 2 * P, sz - 2 * P, VS_ZERO);
+
+	/* one byte: a page that is never whole */
+	int r1 = vs_new_shared(&A, 1);
+	int j1 = join_from(&B, &A, r1, VR_REGION_SHARED);
+	CK_EQ(vs_call(&B, VS_SIZE, j1, 0, 0, 0), 1);
+	CK_EQ(MARK(&B, j1, 0, 1), VR_INTACT);
+	CK_EQ(MARK(&A, r1, 0, 2), -EINVAL);
+	CK_EQ(PURGE(&B, SIZE_MAX), 0);
+	CK_EQ(STATUS(&A, r1, 0, 1), VR_STATE_VOLATILE);
+	CK_EQ(UNMARK(&A, r1, 0, 1), VR_INTACT);
 
 	/* sealed against resizing */
 	int sfd = vs_fd_of(&A, ra);
@@ -589,6 +601,80 @@ static void sc_flicker(void)
 	CK(rep.v[2] == 0, "(%" PRId64 " reads neither the data nor 0)", rep.v[2]);
 	vs_stop(&B);
 	vr_ctx_destroy(VS.ctx);
+}
+
+/* ---- S16: intact marks, unmarks and statuses of a shared file make no
+ * system call (counted with ptrace in a child) ---- */
+static void nosys_loop(struct vr_region *r, size_t P)
+{
+	for (int it = 0; it < 20; it++) {
+		for (size_t i = 0; i < 32; i++) {
+			CK_EQ(vr_mark(r, 2 * i * P + 1, P), VR_INTACT);
+			CK_EQ(vr_status(r, 2 * i * P, 2 * P), VR_STATE_VOLATILE);
+		}
+		for (size_t i = 0; i < 32; i++)
+			CK_EQ(vr_unmark(r, 2 * i * P, 2 * P), VR_INTACT);
+	}
+}
+
+static void sc_nosyscall(void)
+{
+	size_t P = vt_pg();
+	fflush(NULL);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		CK_EQ(ptrace(PTRACE_TRACEME, 0, NULL, NULL), 0);
+		raise(SIGSTOP);
+		vs_init();
+		int ra = vs_new_shared(&A, 64 * P);
+		struct vr_region *r = VS.r[ra];
+		nosys_loop(r, P); /* warm-up */
+		syscall(SYS_getppid);
+		nosys_loop(r, P);
+		syscall(SYS_getppid);
+		CK_EQ(vr_mark(r, 0, P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)P); /* system calls */
+		syscall(SYS_getppid);
+		vr_ctx_destroy(VS.ctx);
+		_exit(0);
+	}
+	int ws;
+	CK_EQ(waitpid(pid, &ws, 0), pid);
+	CK(WIFSTOPPED(ws) && WSTOPSIG(ws) == SIGSTOP);
+	CK_EQ(ptrace(PTRACE_SETOPTIONS, pid, NULL,
+		     (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)),
+	      0);
+	long count[4] = { 0 }, first[4] = { -1, -1, -1, -1 };
+	int phase = 0, sig = 0;
+	for (;;) {
+		CK_EQ(ptrace(PTRACE_SYSCALL, pid, NULL, (void *)(long)sig), 0);
+		sig = 0;
+		CK_EQ(waitpid(pid, &ws, 0), pid);
+		if (WIFEXITED(ws) || WIFSIGNALED(ws))
+			break;
+		if (WSTOPSIG(ws) != (SIGTRAP | 0x80)) {
+			sig = WSTOPSIG(ws);
+			continue;
+		}
+		struct __ptrace_syscall_info si;
+		memset(&si, 0, sizeof(si));
+		CK(ptrace(PTRACE_GET_SYSCALL_INFO, pid, (void *)sizeof(si), &si) > 0);
+		if (si.op != PTRACE_SYSCALL_INFO_ENTRY)
+			continue;
+		if (si.entry.nr == SYS_getppid) {
+			phase++;
+			CK(phase <= 3);
+			continue;
+		}
+		if (count[phase]++ == 0)
+			first[phase] = (long)si.entry.nr;
+	}
+	CK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "(child: status 0x%x)", ws);
+	CK_EQ(phase, 3);
+	CK(count[1] == 0, "(%ld system calls in the intact loop, the first: %ld)", count[1],
+	   first[1]);
+	CK(count[2] > 0); /* the method sees them when there are some */
 }
 
 /* ---- S29: ages ---- */
@@ -1280,13 +1366,13 @@ static void sc_stopped(void)
 }
 
 static const struct vt_scenario scenarios[] = {
-	{ "peer", vs_peer_main },  { "basic", sc_basic },       { "flags", sc_flags },
-	{ "traps", sc_traps },     { "refill", sc_refill },     { "ages", sc_ages },
-	{ "stats", sc_stats },     { "capacity", sc_capacity }, { "inproc", sc_inproc },
-	{ "fork", sc_fork },       { "data", sc_data },         { "seccomp", sc_seccomp },
-	{ "stopped", sc_stopped }, { "pressure", sc_pressure }, { "edges", sc_edges },
-	{ "limit", sc_limit },     { "unpin", sc_unpin },       { "leaks", sc_leaks },
-	{ "flicker", sc_flicker },
+	{ "peer", vs_peer_main },  { "basic", sc_basic },         { "flags", sc_flags },
+	{ "traps", sc_traps },     { "refill", sc_refill },       { "ages", sc_ages },
+	{ "stats", sc_stats },     { "capacity", sc_capacity },   { "inproc", sc_inproc },
+	{ "fork", sc_fork },       { "data", sc_data },           { "seccomp", sc_seccomp },
+	{ "stopped", sc_stopped }, { "pressure", sc_pressure },   { "edges", sc_edges },
+	{ "limit", sc_limit },     { "unpin", sc_unpin },         { "leaks", sc_leaks },
+	{ "flicker", sc_flicker }, { "nosyscall", sc_nosyscall },
 };
 
 /* the scenario under the VRANGE_TRAP the suite runs with (CI has an
@@ -1344,6 +1430,7 @@ SHARED_TEST(unpin)
 SHARED_TEST(edges)
 SHARED_TEST(leaks)
 SHARED_TEST(flicker)
+SHARED_TEST(nosyscall)
 
 static void test_seccomp(void **state)
 {
@@ -1406,16 +1493,16 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic),        cmocka_unit_test(test_flags),
-		cmocka_unit_test(test_traps),        cmocka_unit_test(test_refill),
-		cmocka_unit_test(test_ages),         cmocka_unit_test(test_pressure),
-		cmocka_unit_test(test_stats),        cmocka_unit_test(test_capacity),
-		cmocka_unit_test(test_inproc),       cmocka_unit_test(test_fork),
-		cmocka_unit_test(test_data),         cmocka_unit_test(test_stopped),
-		cmocka_unit_test(test_edges),        cmocka_unit_test(test_leaks),
-		cmocka_unit_test(test_limit),        cmocka_unit_test(test_unpin),
-		cmocka_unit_test(test_flicker),      cmocka_unit_test(test_seccomp),
-		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_basic),   cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_traps),   cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_ages),    cmocka_unit_test(test_pressure),
+		cmocka_unit_test(test_stats),   cmocka_unit_test(test_capacity),
+		cmocka_unit_test(test_inproc),  cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_data),    cmocka_unit_test(test_stopped),
+		cmocka_unit_test(test_edges),   cmocka_unit_test(test_leaks),
+		cmocka_unit_test(test_limit),   cmocka_unit_test(test_unpin),
+		cmocka_unit_test(test_flicker), cmocka_unit_test(test_nosyscall),
+		cmocka_unit_test(test_seccomp), cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
