@@ -35,8 +35,8 @@
  *               purged or intact), unmarks 500 purged ranges at once (each
  *               is still purged, or readable) or makes one merge of 500
  *               ranges (the map and the gauges agree)
- *   race        4 processes mark, unmark, purge page-aligned ranges at
- *               random (race_kill: and are killed): the state left is one
+ *   race        4 processes of 2 threads mark, unmark, purge page-aligned
+ *               ranges at random (race_kill: and are killed): the state left is one
  *               a serial history could leave (gauges, traps, data)
  *   purges      3 processes purge at once: every range purged once
  *   first_caller  after a lock holder is killed, the first call of each
@@ -47,6 +47,7 @@
 #define _GNU_SOURCE
 #include "vt-shared.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #define KJ_SLOTS 24  /* data slots: owners' */
@@ -595,6 +596,40 @@ static void sc_kill_long(void)
  * without a trap, all its data or all zeros. */
 #define RACE_PAGES 48
 
+struct racer {
+	struct vr_region *r;
+	uint64_t seed;
+	int id;
+};
+
+/* random page-aligned marks, unmarks, purges and statuses until stopped */
+static void *racer_loop(void *arg)
+{
+	struct racer *a = arg;
+	struct vt_rng rng;
+	vt_seed(&rng, a->seed);
+	while (!atomic_load(&J->stop)) {
+		atomic_fetch_add(&J->ops[a->id], 1);
+		size_t at = vt_below(&rng, RACE_PAGES), n = 1 + vt_below(&rng, RACE_PAGES - at);
+		uint64_t op = vt_below(&rng, 20);
+		int rc;
+		if (op < 11) {
+			rc = vr_mark(a->r, at * P, n * P);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(mark: %d)", rc);
+		} else if (op < 18) {
+			rc = vr_unmark(a->r, at * P, n * P);
+			CK(rc == VR_INTACT || rc == VR_PURGED, "(unmark: %d)", rc);
+		} else if (op < 19) {
+			CK(vr_ctx_purge(VS.ctx, vt_below(&rng, 4) * P) >= 0);
+		} else {
+			rc = vr_status(a->r, at * P, n * P);
+			CK(rc >= 0 && rc <= (int)(VR_STATE_VOLATILE | VR_STATE_PURGED), "(%d)", rc);
+		}
+	}
+	return NULL;
+}
+
+/* a racer process: two threads (a kill may find either holding the lock) */
 static void sc_racer(void)
 {
 	P = vt_pg();
@@ -603,28 +638,13 @@ static void sc_racer(void)
 	vs_init();
 	int reg = vs_join(&(struct vs_proc){ .sock = -1 }, env_int("VT_K_FD", -1), 0);
 	CK(reg >= 0, "(join: %d)", reg);
-	struct vr_region *r = VS.r[reg];
-	struct vt_rng rng;
-	vt_seed(&rng, (uint64_t)env_int("VT_K_SEED", 1) * 131 + (uint64_t)getpid());
-	while (!atomic_load(&J->stop)) {
-		alarm(30);
-		atomic_fetch_add(&J->ops[id], 1);
-		size_t a = vt_below(&rng, RACE_PAGES), n = 1 + vt_below(&rng, RACE_PAGES - a);
-		uint64_t op = vt_below(&rng, 20);
-		int rc;
-		if (op < 11) {
-			rc = vr_mark(r, a * P, n * P);
-			CK(rc == VR_INTACT || rc == VR_PURGED, "(mark: %d)", rc);
-		} else if (op < 18) {
-			rc = vr_unmark(r, a * P, n * P);
-			CK(rc == VR_INTACT || rc == VR_PURGED, "(unmark: %d)", rc);
-		} else if (op < 19) {
-			CK(vr_ctx_purge(VS.ctx, vt_below(&rng, 4) * P) >= 0);
-		} else {
-			rc = vr_status(r, a * P, n * P);
-			CK(rc >= 0 && rc <= (int)(VR_STATE_VOLATILE | VR_STATE_PURGED), "(%d)", rc);
-		}
-	}
+	uint64_t seed = (uint64_t)env_int("VT_K_SEED", 1) * 131 + (uint64_t)getpid();
+	struct racer a[2] = { { VS.r[reg], seed, id }, { VS.r[reg], seed + 1, id } };
+	alarm(60); /* a call that hangs kills this racer with SIGALRM */
+	pthread_t t;
+	CK_EQ(pthread_create(&t, NULL, racer_loop, &a[1]), 0);
+	racer_loop(&a[0]);
+	CK_EQ(pthread_join(t, NULL), 0);
 	vr_ctx_destroy(VS.ctx);
 	_exit(0);
 }
