@@ -30,7 +30,7 @@
  * hang detector in every process) and starts a new worker.
  *
  *   stress      3 owner/purger processes, no kills (~2 s)
- *   kill        owners, a purger and a hog, ~25 kills (~5 s)
+ *   kill        owners, a purger and a hog, 20 kills (~3 s)
  *   kill_long   a peer killed while it purges 500 ranges (each ends
  *               purged or intact), unmarks 500 purged ranges at once (each
  *               is still purged, or readable) or makes one merge of 500
@@ -449,7 +449,7 @@ static void sc_stress(void)
 static void sc_kill(void)
 {
 	const int roles[] = { KR_OWNER, KR_OWNER, KR_OWNER_PURGER, KR_PURGER, KR_HOG };
-	run_verifier(roles, 5, 3, env_int("VT_KILLS", 25), 0);
+	run_verifier(roles, 5, 3, env_int("VT_KILLS", 20), 0);
 }
 
 /* ---- one long call killed at a random instant ----
@@ -497,7 +497,7 @@ static void sc_kill_long(void)
 	struct vr_region *r = VS.r[ra];
 	uint8_t *base = vr_region_base(r);
 	int64_t v[4];
-	for (uint64_t round = 0; round < 8; round++) {
+	for (uint64_t round = 0; round < 5; round++) {
 		alarm(30);
 		/* one purge of 500 ranges, killed: each ends purged or intact */
 		vt_fill(base, 0, big, round + 1);
