@@ -49,6 +49,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
@@ -520,6 +521,29 @@ static int count_maps(void)
 	return n;
 }
 
+struct joiner {
+	struct vr_ctx *c;
+	int fd, i, rounds;
+	pthread_barrier_t *go;
+};
+
+/* join, mark one's own page, check, leave; again and again */
+static void *joiner(void *arg)
+{
+	struct joiner *j = arg;
+	size_t P = vt_pg();
+	pthread_barrier_wait(j->go);
+	for (int k = 0; k < j->rounds; k++) {
+		struct vr_region *r = NULL;
+		CK_EQ(vr_region_from_fd(j->c, j->fd, 0, &r), 0);
+		CK_EQ(vr_mark(r, (size_t)j->i * 2 * P, P), VR_INTACT);
+		CK_EQ(vr_status(r, (size_t)j->i * 2 * P, P), VR_STATE_VOLATILE);
+		CK_EQ(vr_unmark(r, (size_t)j->i * 2 * P, P), VR_INTACT);
+		vr_region_destroy(r);
+	}
+	return NULL;
+}
+
 static void sc_leaks(void)
 {
 	size_t P = vt_pg();
@@ -548,6 +572,30 @@ static void sc_leaks(void)
 		CK_EQ(vt_count_fds(), fds);
 		CK_EQ(count_maps(), maps);
 	}
+	/* threads joining and leaving one file at once, in two ctxs */
+	struct vr_region *keep = NULL;
+	CK_EQ(vr_region_new(VS.ctx, "vt-leak", 16 * P, VR_REGION_SHARED, &keep), 0);
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, 4);
+	struct joiner jn[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		jn[i] = (struct joiner){ .c = i % 2 ? c2 : VS.ctx,
+					 .fd = vr_region_fd(keep),
+					 .i = i,
+					 .rounds = 200,
+					 .go = &go };
+		CK_EQ(pthread_create(&th[i], NULL, joiner, &jn[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		CK_EQ(pthread_join(th[i], NULL), 0);
+	pthread_barrier_destroy(&go);
+	CK_EQ(vr_status(keep, 0, 16 * P), 0);
+	CK_EQ(vr_ctx_stat(c2, VR_STAT_REGIONS), 0);
+	vr_region_destroy(keep);
+	CK_EQ(vt_count_fds(), fds);
+	CK_EQ(count_maps(), maps);
+
 	/* a ctx destroyed with shared regions in it */
 	struct vr_ctx *c3 = NULL;
 	struct vr_region *r = NULL, *j = NULL;
