@@ -99,7 +99,10 @@
  *                         force the trap backend (uffd: since 0.2, S32;
  *                         vr_ctx_new() fails with -EOPNOTSUPP where the
  *                         forced backend does not work, e.g. userfaultfd
- *                         refused by a seccomp filter)
+ *                         refused by a seccomp filter).  Shared regions
+ *                         (VR_REGION_SHARED) use userfaultfd wherever it
+ *                         works whatever the backend, except under a
+ *                         forced guard: then the guard protocol
  */
 #ifndef VRANGE_H
 #define VRANGE_H
@@ -381,10 +384,16 @@ uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
  * resizing (F_SEAL_GROW, F_SEAL_SHRINK, F_SEAL_SEAL); its size is
  * vr_region_size() rounded up to a page plus the state.  The state holds
  * max(512, data pages / 16) ranges (S31): a vr_mark() or a splitting
- * vr_unmark() beyond that returns -ENOSPC and changes nothing.  Every
- * mapping traps through its own userfaultfd (UFFD_USER_MODE_ONLY, no
- * privilege; SIGBUS feature), so the data pages are allocated (committed)
- * when the file is created, and a purge is a hole punch.  A process
+ * vr_unmark() beyond that returns -ENOSPC and changes nothing.  The data
+ * pages are allocated (committed) when the file is created.  Every
+ * mapping traps by itself (S32): through its own userfaultfd
+ * (UFFD_USER_MODE_ONLY, no privilege; SIGBUS feature) wherever the
+ * system allows it, and a purge is a hole punch; else (a seccomp filter,
+ * or VRANGE_TRAP=guard) through a protocol in which each process arms
+ * guard markers on its own mapping before the punch (one listener thread
+ * per region): a purge then waits up to 100 ms for every mapper, and one
+ * that does not answer (a stopped process) makes it skip the range
+ * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  A process
  * killed at any instant leaves the state consistent (S30): the next
  * process to take the file's lock repairs it.  Processes sharing a file
  * trust each other (S33); a mapping made outside the library does not
@@ -394,8 +403,8 @@ uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
  *
  * Returns: 0; -EINVAL for NULL @ctx/@out, @size 0 or too large, unknown
  * flags (any bit but VR_REGION_ANON and VR_REGION_SHARED, or both);
- * -EOPNOTSUPP (VR_REGION_SHARED where userfaultfd is refused, e.g. by a
- * seccomp filter); or the negative errno of
+ * -EOPNOTSUPP (VR_REGION_SHARED where neither userfaultfd nor guard
+ * markers work); or the negative errno of
  * memfd_create/ftruncate/fallocate/mmap/madvise/userfaultfd (nothing is
  * leaked).
  * Since: 0.1; VR_REGION_ANON and VR_REGION_SHARED since 0.2
@@ -431,7 +440,8 @@ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned fl
  * Returns: 0; -EINVAL (negative fd, not a regular file, size 0, unknown
  * flags, VR_REGION_SHARED on a file without a shared state, NULL
  * pointers); -EOPNOTSUPP (not on tmpfs, or hugetlb; or a shared file
- * where userfaultfd is refused); -EPROTO (a shared state written by a
+ * where neither userfaultfd nor guard markers work); -ENOSPC (a shared
+ * file already has 64 processes in its guard protocol); -EPROTO (a shared state written by a
  * library of another layout or page size); -EBUSY (a non-shared file is
  * already a region of this process); or the negative errno of a failed
  * system call.
@@ -767,7 +777,8 @@ enum vr_trap {
  * vr_trap_backend - which mechanism traps discarded pages
  * Returns: a vr_trap value; chosen once per process at the first
  * vr_ctx_new() (VRANGE_TRAP forces one; without it guard, else mprotect:
- * VR_TRAP_UFFD only when forced).
+ * VR_TRAP_UFFD only when forced); since 0.2, VR_TRAP_UFFD from the moment
+ * a shared region of this process traps with userfaultfd (S32).
  * Since: 0.1
  * Context: lock-free.
  */

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "coop.h"
 #include "private.h"
 #include "shared.h"
 
@@ -390,6 +391,13 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 	if (!lk.claimed) {
 		vr_cb_leave(cb);
 		vr_held_leave_signal();
+		if (r->coop_m && !vr_coop_caught_up(r->coop_m)) {
+			/* a shared file's marker this mapping has not taken
+			 * off yet (trap-coop.c): wait for the listener, then
+			 * re-run the access */
+			vr_trap_coop_wait(r);
+			goto out;
+		}
 		if (same) {
 			/* faulted again with nothing changed: not ours */
 			ftls.addr = NULL;

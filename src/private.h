@@ -73,6 +73,7 @@ struct vr_kind_ops;
 struct vr_shm;
 struct vr_shm_map;
 struct vr_trap_ops;
+struct vr_coop_member;
 
 /*
  * Gauges (ranges, unpurged and purged volatile bytes) are sharded: each
@@ -176,13 +177,15 @@ struct vr_region {
 
 	/* VR_REGION_SHARED (shared.h); for other regions shm is NULL and
 	 * lockp/seqp point at lock/seq above */
-	struct vr_shm *shm;         /* immutable: the file's state, mapped */
-	struct vr_shm_map *shm_map; /* immutable: this process's mapping of it */
-	pthread_mutex_t *lockp;     /* immutable: the region lock */
-	_Atomic unsigned *seqp;     /* immutable: the region's seqlock */
-	bool shm_primary;           /* protected by ctx->lock: the region of its file that
+	struct vr_shm *shm;            /* immutable: the file's state, mapped */
+	struct vr_shm_map *shm_map;    /* immutable: this process's mapping of it */
+	pthread_mutex_t *lockp;        /* immutable: the region lock */
+	_Atomic unsigned *seqp;        /* immutable: the region's seqlock */
+	struct vr_coop_member *coop_m; /* immutable after attach: the guard protocol's
+					  membership (trap-coop.c), or NULL */
+	bool shm_primary;              /* protected by ctx->lock: the region of its file that
 					counts the file in the ctx gauges (S29) */
-} __attribute__((aligned(64)));     /* regions used by different threads share no line */
+} __attribute__((aligned(64)));        /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
@@ -287,6 +290,10 @@ int vr_trap_current(void);
  * NULL (vr_region_new/from_fd then fail with -EOPNOTSUPP) */
 const struct vr_trap_ops *vr_trap_shared_ops(void);
 bool vr_trap_uffd_works(void);
+/* trap-coop.c: shared regions where userfaultfd is refused (S32) */
+extern const struct vr_trap_ops vr_trap_coop;
+void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
+void vr_trap_coop_wait(struct vr_region *r) _nonnull_();       /* async-signal-safe */
 /* trap-uffd.c: the userfaultfd backend's entries */
 bool vr_uffd_probe(void);
 int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);

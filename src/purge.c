@@ -76,7 +76,8 @@ void vr_trap_gen_bump(struct vr_region *r)
 
 static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 {
-	*prot = r->trap->id == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
+	/* (never for a shared file: other processes would not see it) */
+	*prot = !r->shm && r->trap->id == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
 	if (*prot) {
 		int err = vr_trap_arm_prot(r, a, len);
 		if (err == 0) {
@@ -98,8 +99,8 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	bool prot;
 	vr_trap_gen_bump(r);
 	int err = arm(r, a, len, &prot);
-	if (err == VR_DISCARD_STUCK)
-		return err;
+	if (err == VR_DISCARD_STUCK || err == -EBUSY)
+		return err; /* -EBUSY: the guard protocol undid its markers itself */
 	if (err < 0) {
 		/* arming may have failed part-way: take back what was armed;
 		 * if even that fails, pages with data may stay trapped, and the

@@ -267,6 +267,8 @@ static void repair(struct vr_region *r)
 		abort();
 	}
 	recount_and_repunch(r);
+	if (r->trap == &vr_trap_coop) /* markers of a purge cut short */
+		vr_trap_coop_resync_all(r);
 	atomic_fetch_add_explicit(&s->repairs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&r->ctx->repairs, 1, memory_order_relaxed);
 	if (pthread_mutex_consistent(&s->lock) != 0)
@@ -298,6 +300,25 @@ void vr_shared_lock(struct vr_region *r, bool raw)
 				      memory_order_relaxed);
 		atomic_thread_fence(memory_order_release);
 	}
+}
+
+int vr_shared_trylock(struct vr_region *r)
+{
+	struct vr_shm *s = r->shm;
+	vr_held_push(&s->lock, VR_RANK_REGION);
+	int rc = pthread_mutex_trylock(&s->lock);
+	if (rc == EOWNERDEAD) {
+		repair(r);
+		atomic_store_explicit(&s->seq,
+				      atomic_load_explicit(&s->seq, memory_order_relaxed) + 1,
+				      memory_order_release);
+		return 0;
+	}
+	if (rc != 0) {
+		vr_held_pop(&s->lock);
+		return -EBUSY;
+	}
+	return 0;
 }
 
 void vr_shared_unlock(struct vr_region *r, bool raw)

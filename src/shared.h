@@ -131,6 +131,8 @@ void vr_shared_atfork_child(void);
  * bump when raw): repairs after a dead holder */
 void vr_shared_lock(struct vr_region *r, bool raw);
 void vr_shared_unlock(struct vr_region *r, bool raw);
+/* the lock taken raw if free (repairing as vr_shared_lock), else -EBUSY */
+int vr_shared_trylock(struct vr_region *r);
 /* brings this region's share of the ctx gauges up to the file's (lock
  * held) */
 void vr_shared_sync(struct vr_region *r);

@@ -215,8 +215,17 @@ int vr_trap_init(void)
 		return -EOPNOTSUPP;
 	if (b->id == VR_TRAP_UFFD)
 		uffd_anon_guard = guard_probe();
+	/* shared regions: userfaultfd where it works (forced by
+	 * VRANGE_TRAP=uffd), else the guard protocol (forced by
+	 * VRANGE_TRAP=guard) where guard markers work, else none */
 	const struct vr_trap_ops *u = &backends[VR_ARRAY_SIZE(backends) - 1];
-	shared_backend = b->id == VR_TRAP_UFFD || works(u) ? u : NULL;
+	bool forced_guard = env && b->id == VR_TRAP_GUARD;
+	if (b->id == VR_TRAP_UFFD || (!forced_guard && works(u)))
+		shared_backend = u;
+	else if (b->id == VR_TRAP_GUARD || guard_probe())
+		shared_backend = &vr_trap_coop;
+	else
+		shared_backend = NULL;
 	atomic_store_explicit(&backend, b, memory_order_release);
 	vr_dbg("trap backend: %s", b->name);
 	return 0;

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * trap-coop.c - the trap backend of shared regions where userfaultfd is
+ * refused: guard markers in every mapping, armed by each mapper itself
+ * through the cooperative protocol of coop.c (S32)
+ *
+ * Each region of a shared file is a member of the file's coop block
+ * (shm->coop), with a listener thread that arms and disarms guard markers
+ * on this region's own mapping when another process asks.  Under the
+ * region lock (held by every caller of arm/disarm, see private.h):
+ *   arm     own markers, then VR_COOP_ARM to every other mapper, waiting
+ *           up to VR_COOP_TIMEOUT_MS; one that does not answer (a stopped
+ *           process) makes the purge skip the range: own markers off,
+ *           VR_COOP_DISARM posted without waiting, -EBUSY, counted in
+ *           VR_STAT_SKIPPED_BUSY (and VR_STAT_SKIPPED);
+ *   disarm  the pages made present (fallocate(0): holes only ever lie in
+ *           purged ranges, shared.h), own markers off, VR_COOP_DISARM to
+ *           the others (a late one catches up: coop.h, CATCHING UP);
+ *   attach  join the coop under the region lock and arm the whole pages
+ *           of every purged range of this mapping before the lock goes:
+ *           a process that joins after a purge traps too (S28);
+ *   detach  leave (a fork child: free only).
+ * The listener's resync (it missed requests) takes the region lock with
+ * trylock, giving up while a request waits for it (coop.h), and sets the
+ * markers from the map: purged whole pages armed first, then the rest
+ * disarmed, so no purged page is ever unarmed in between.
+ * The fault path (fault.c) treats a trap on a page the map says is not
+ * purged as a marker that is not caught up yet: it waits for
+ * vr_coop_caught_up() and runs the access again.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "coop.h"
+#include "inject.h"
+#include "private.h"
+#include "shared.h"
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
+
+/* how long a purge waits for every mapper to arm */
+#define VR_COOP_TIMEOUT_MS 100
+
+static struct vr_coop *coop_of(struct vr_region *r)
+{
+	return (struct vr_coop *)r->shm->coop;
+}
+
+static int own(struct vr_region *r, uint64_t off, uint64_t len, int advice)
+{
+	return vr_madvise(r->base + off, len, advice) < 0 ? -errno : 0;
+}
+
+/* ---- the listener's operations on this mapping ---- */
+
+static int op_arm(void *arg, uint64_t off, uint64_t len)
+{
+	return own(arg, off, len, MADV_GUARD_INSTALL);
+}
+
+static int op_disarm(void *arg, uint64_t off, uint64_t len)
+{
+	return own(arg, off, len, MADV_GUARD_REMOVE);
+}
+
+/* markers exactly on the whole pages of purged ranges (lock held):
+ * purged runs armed first, then the gaps between them disarmed */
+static int set_markers(struct vr_region *r)
+{
+	struct vr_map *m = r->map;
+	int err = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t cur = 0;
+		for (struct vr_range *x = vr_map_first_end_after(m, 0);; x = vr_map_next(m, x)) {
+			uint64_t p0 = r->map_size, p1 = r->map_size;
+			if (x && (!vr_range_purged(x) ||
+				  !vr_whole_pages(x->start, x->end, m->page_shift, &p0, &p1)))
+				continue;
+			int e = 0;
+			if (pass == 0 && p0 < p1)
+				e = own(r, p0, p1 - p0, MADV_GUARD_INSTALL);
+			if (pass == 1 && cur < p0)
+				e = own(r, cur, p0 - cur, MADV_GUARD_REMOVE);
+			if (e < 0)
+				err = e;
+			cur = p1;
+			if (!x)
+				break;
+		}
+	}
+	return err;
+}
+
+static int op_resync(void *arg, const struct vr_coop_member *m)
+{
+	struct vr_region *r = arg;
+	for (;;) {
+		int rc = vr_shared_trylock(r);
+		if (rc == 0)
+			break;
+		if (vr_coop_pending(m))
+			return -EAGAIN; /* a requester holding the lock waits for us */
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
+	int err = set_markers(r);
+	vr_shared_unlock(r, true);
+	return err;
+}
+
+static const struct vr_coop_ops coop_ops = {
+	.arm = op_arm,
+	.disarm = op_disarm,
+	.resync = op_resync,
+};
+
+/* ---- the trap backend ---- */
+
+static int coop_arm(struct vr_region *r, void *addr, size_t len)
+{
+	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
+	int err = own(r, off, len, MADV_GUARD_INSTALL);
+	if (err < 0)
+		return err;
+	if (vr_coop_request(coop_of(r), r->coop_m, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) == 0)
+		return 0;
+	/* a mapper did not arm in time: the purge skips the range */
+	own(r, off, len, MADV_GUARD_REMOVE);
+	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_DISARM, off, len, 0);
+	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
+	return -EBUSY;
+}
+
+static int coop_disarm(struct vr_region *r, void *addr, size_t len)
+{
+	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
+	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0)
+		return -errno;
+	int err = own(r, off, len, MADV_GUARD_REMOVE);
+	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_DISARM, off, len, VR_COOP_TIMEOUT_MS);
+	return err;
+}
+
+static int coop_attach(struct vr_region *r)
+{
+	vr_shared_lock(r, true);
+	int err = vr_coop_join(coop_of(r), &coop_ops, r, &r->coop_m);
+	if (!err) {
+		err = set_markers(r);
+		if (err < 0) {
+			vr_coop_leave(r->coop_m);
+			r->coop_m = NULL;
+		}
+	}
+	vr_shared_unlock(r, true);
+	return err;
+}
+
+static void coop_detach(struct vr_region *r, bool inherited)
+{
+	if (inherited)
+		vr_coop_leave_inherited(r->coop_m);
+	else
+		vr_coop_leave(r->coop_m);
+	r->coop_m = NULL;
+}
+
+const struct vr_trap_ops vr_trap_coop = {
+	.id = VR_TRAP_GUARD,
+	.name = "guard-protocol",
+	.arm = coop_arm,
+	.disarm = coop_disarm,
+	.attach = coop_attach,
+	.detach = coop_detach,
+};
+
+/* after a repair (shared.c): every mapper sets its markers from the map
+ * again (a requester killed between its ARM and the punch left markers
+ * on bytes never purged); this one now, under the lock */
+void vr_trap_coop_resync_all(struct vr_region *r)
+{
+	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_RESYNC, 0, 0, 0);
+	set_markers(r);
+}
+
+/* for the fault path: wait (bounded, about a second) until this mapping's
+ * markers follow every request posted; async-signal-safe */
+void vr_trap_coop_wait(struct vr_region *r)
+{
+	for (int i = 0; i < 10000 && r->coop_m && !vr_coop_caught_up(r->coop_m); i++) {
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+}
