@@ -36,6 +36,8 @@
  *             neighbouring ranges
  *   seccomp   userfaultfd refused: shared regions work (guard protocol)
  *             or fail with -EOPNOTSUPP, never a read of zeros
+ *   mixed     one mapper on userfaultfd, one on the guard protocol: each
+ *             one's purge traps the other, each one's unmark frees both
  *   stopped   a SIGSTOPped mapper: the purge either skips the range
  *             (VR_STAT_SKIPPED_BUSY) or the mapper traps when it resumes
  *   unpriv    basic and traps as an unprivileged user (setpriv)
@@ -1360,6 +1362,66 @@ static void sc_seccomp(void)
 	vr_ctx_destroy(VS.ctx);
 }
 
+/* ---- mappers on different traps: userfaultfd and the guard protocol ----
+ * U maps the file with the userfaultfd trap, G with the guard protocol
+ * (VRANGE_TRAP=guard; a process where userfaultfd is refused gets it):
+ * a purge by either makes both trap, an unmark by either makes the bytes
+ * readable (zeros) for both. */
+static void mixed_round(struct vs_proc *X, int rx, struct vs_proc *Y, int ry, size_t off,
+			uint64_t gen, const char *what)
+{
+	size_t P = vt_pg();
+	FILL(X, rx, off, 2 * P, gen);
+	CK_EQ(MARK(X, rx, off, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(X, SIZE_MAX), (int64_t)(2 * P));
+	int64_t v[4];
+	int64_t rc = vs_call_fd(Y, VS_READ, ry, off + 5, 0, 0, -1, v);
+	CK(rc == VS_TRAPPED, "(%s: the other mapper read %" PRId64 " from a purged page)", what,
+	   v[0]);
+	VS_EXPECT_TRAP(X, rx, off + P);
+	CK_EQ(UNMARK(X, rx, off, 2 * P), VR_PURGED);
+	rc = vs_call_fd(Y, VS_CHECK, ry, off, 2 * P, VS_ZERO, -1, v);
+	CK(rc == 0, "(%s: after the unmark the other mapper %s at %" PRId64 ")", what,
+	   rc == VS_TRAPPED ? "traps" : "reads data", v[0]);
+	/* and the other way: X purges, Y unmarks, X reads */
+	CK_EQ(MARK(X, rx, off, 2 * P), VR_INTACT);
+	CK_EQ(PURGE(X, SIZE_MAX), (int64_t)(2 * P));
+	CK_EQ(UNMARK(Y, ry, off, 2 * P), VR_PURGED);
+	rc = vs_call_fd(X, VS_CHECK, rx, off, 2 * P, VS_ZERO, -1, v);
+	CK(rc == 0, "(%s: after the other's unmark the purger %s at %" PRId64 ")", what,
+	   rc == VS_TRAPPED ? "traps" : "reads data", v[0]);
+}
+
+static void mixed(bool uffd_first)
+{
+	size_t P = vt_pg();
+	vs_init();
+	struct vs_proc U = vs_spawn_trap(""), G = vs_spawn_trap("guard");
+	/* the creator's trap must not matter */
+	struct vs_proc *C = uffd_first ? &U : &G, *J = uffd_first ? &G : &U;
+	int rc = vs_new(C, 16 * P, VR_REGION_SHARED);
+	CK(rc >= 0, "(%d)", rc);
+	int rj = join_from(J, C, rc, 0);
+	int ru = uffd_first ? rc : rj, rg = uffd_first ? rj : rc;
+	if (uffd_first)
+		mixed_round(&U, ru, &G, rg, 2 * P, 21, "userfaultfd purger, guard reader");
+	else
+		mixed_round(&G, rg, &U, ru, 8 * P, 22, "guard purger, userfaultfd reader");
+	vs_stop(&U);
+	vs_stop(&G);
+	vr_ctx_destroy(VS.ctx);
+}
+
+static void sc_mixed_ug(void)
+{
+	mixed(true);
+}
+
+static void sc_mixed_gu(void)
+{
+	mixed(false);
+}
+
 /* ---- a stopped mapper ---- */
 static void sc_stopped(void)
 {
@@ -1414,13 +1476,14 @@ static void sc_stopped(void)
 }
 
 static const struct vt_scenario scenarios[] = {
-	{ "peer", vs_peer_main },  { "basic", sc_basic },         { "flags", sc_flags },
-	{ "traps", sc_traps },     { "refill", sc_refill },       { "ages", sc_ages },
-	{ "stats", sc_stats },     { "capacity", sc_capacity },   { "inproc", sc_inproc },
-	{ "fork", sc_fork },       { "data", sc_data },           { "seccomp", sc_seccomp },
-	{ "stopped", sc_stopped }, { "pressure", sc_pressure },   { "edges", sc_edges },
-	{ "limit", sc_limit },     { "unpin", sc_unpin },         { "leaks", sc_leaks },
-	{ "flicker", sc_flicker }, { "nosyscall", sc_nosyscall },
+	{ "peer", vs_peer_main },    { "basic", sc_basic },         { "flags", sc_flags },
+	{ "traps", sc_traps },       { "refill", sc_refill },       { "ages", sc_ages },
+	{ "stats", sc_stats },       { "capacity", sc_capacity },   { "inproc", sc_inproc },
+	{ "fork", sc_fork },         { "data", sc_data },           { "seccomp", sc_seccomp },
+	{ "stopped", sc_stopped },   { "pressure", sc_pressure },   { "edges", sc_edges },
+	{ "limit", sc_limit },       { "unpin", sc_unpin },         { "leaks", sc_leaks },
+	{ "flicker", sc_flicker },   { "nosyscall", sc_nosyscall }, { "mixed_ug", sc_mixed_ug },
+	{ "mixed_gu", sc_mixed_gu },
 };
 
 /* the scenario under the VRANGE_TRAP the suite runs with (CI has an
@@ -1479,6 +1542,14 @@ SHARED_TEST(edges)
 SHARED_TEST(leaks)
 SHARED_TEST(flicker)
 SHARED_TEST(nosyscall)
+
+static void test_mixed_traps(void **state)
+{
+	(void)state;
+	int a = vt_run_scenario("mixed_ug"), b = vt_run_scenario("mixed_gu");
+	vt_assert_exit_ok(a);
+	vt_assert_exit_ok(b);
+}
 
 static void test_seccomp(void **state)
 {
@@ -1541,16 +1612,17 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic),   cmocka_unit_test(test_flags),
-		cmocka_unit_test(test_traps),   cmocka_unit_test(test_refill),
-		cmocka_unit_test(test_ages),    cmocka_unit_test(test_pressure),
-		cmocka_unit_test(test_stats),   cmocka_unit_test(test_capacity),
-		cmocka_unit_test(test_inproc),  cmocka_unit_test(test_fork),
-		cmocka_unit_test(test_data),    cmocka_unit_test(test_stopped),
-		cmocka_unit_test(test_edges),   cmocka_unit_test(test_leaks),
-		cmocka_unit_test(test_limit),   cmocka_unit_test(test_unpin),
-		cmocka_unit_test(test_flicker), cmocka_unit_test(test_nosyscall),
-		cmocka_unit_test(test_seccomp), cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_basic),        cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_traps),        cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_ages),         cmocka_unit_test(test_pressure),
+		cmocka_unit_test(test_stats),        cmocka_unit_test(test_capacity),
+		cmocka_unit_test(test_inproc),       cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_data),         cmocka_unit_test(test_stopped),
+		cmocka_unit_test(test_edges),        cmocka_unit_test(test_leaks),
+		cmocka_unit_test(test_limit),        cmocka_unit_test(test_unpin),
+		cmocka_unit_test(test_flicker),      cmocka_unit_test(test_nosyscall),
+		cmocka_unit_test(test_mixed_traps),  cmocka_unit_test(test_seccomp),
+		cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

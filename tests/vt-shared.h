@@ -432,8 +432,9 @@ static inline void vs_peer_main(void)
 	_exit(0);
 }
 
-/* start a peer: this test program re-executed as "--scenario peer" */
-static inline struct vs_proc vs_spawn(void)
+/* start a peer: this test program re-executed as "--scenario peer";
+ * trap: its VRANGE_TRAP ("" unsets it, NULL inherits this process's) */
+static inline struct vs_proc vs_spawn_trap(const char *trap)
 {
 	int sv[2];
 	CK_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
@@ -446,6 +447,10 @@ static inline struct vs_proc vs_spawn(void)
 		char buf[16];
 		snprintf(buf, sizeof(buf), "%d", fd);
 		setenv("VT_PEER_SOCK", buf, 1);
+		if (trap && *trap)
+			setenv("VRANGE_TRAP", trap, 1);
+		else if (trap)
+			unsetenv("VRANGE_TRAP");
 		vt_default_signals();
 		execl(program_invocation_name, "vt-scenario", "--scenario", "peer", (char *)NULL);
 		execl("/proc/self/exe", "vt-scenario", "--scenario", "peer", (char *)NULL);
@@ -453,6 +458,11 @@ static inline struct vs_proc vs_spawn(void)
 	}
 	close(sv[1]);
 	return (struct vs_proc){ .pid = pid, .sock = sv[0] };
+}
+
+static inline struct vs_proc vs_spawn(void)
+{
+	return vs_spawn_trap(NULL);
 }
 
 /* waitpid and one-byte pipe transfers, again after EINTR (the guard
