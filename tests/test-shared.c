@@ -1335,26 +1335,48 @@ static void sc_seccomp(void)
 	int fd = vs_fd_of(&A, ra);
 	int rb = vs_join(&B, fd, 0);
 	close(fd);
-	int rf = join_from(&F, &A, ra, 0);
-	CK(rb >= 0 || rb == -EOPNOTSUPP, "(%d)", rb);
-	/* filtered B marks (or A), A purges: every mapper traps */
-	CK_EQ(MARK(rb >= 0 ? &B : &A, rb >= 0 ? rb : ra, 2 * P, 2 * P), VR_INTACT);
-	purge_all_of(&A, &F, rf, 2 * P, 2 * P, 6);
+	CK(rb >= 0, "(a second filtered process joins: %d)", rb);
+	int64_t v[4];
+	/* the filtered processes alone: B marks, A purges, both trap; B
+	 * unmarks, both read zeros; and the other way round */
+	CK_EQ(MARK(&B, rb, 2 * P, 2 * P), VR_INTACT);
+	purge_all_of(&A, &B, rb, 2 * P, 2 * P, 6);
 	VS_EXPECT_TRAP(&A, ra, 3 * P + 1);
+	VS_EXPECT_TRAP(&B, rb, 2 * P + 3);
+	CK_EQ(vs_call_fd(&B, VS_SYSOUT, rb, 2 * P, 8, 6, -1, v), -EFAULT);
+	CK_EQ(UNMARK(&B, rb, 2 * P, 2 * P), VR_PURGED);
+	VS_EXPECT_DATA(&A, ra, 2 * P, 2 * P, VS_ZERO);
+	VS_EXPECT_DATA(&B, rb, 2 * P, 2 * P, VS_ZERO);
+	CK_EQ(MARK(&A, ra, 5 * P, 2 * P), VR_INTACT);
+	purge_all_of(&B, &A, ra, 5 * P, 2 * P, 6);
+	VS_EXPECT_TRAP(&A, ra, 5 * P);
+	VS_EXPECT_TRAP(&B, rb, 7 * P - 1);
+	CK_EQ(UNMARK(&A, ra, 5 * P, 2 * P), VR_PURGED);
+	VS_EXPECT_DATA(&B, rb, 5 * P, 2 * P, VS_ZERO);
+	VS_EXPECT_DATA(&B, rb, 0, 2 * P, 6);
+	/* a late filtered joiner sees a purge and traps */
+	CK_EQ(MARK(&A, ra, 4 * P, P), VR_INTACT);
+	purge_all_of(&A, &B, rb, 4 * P, P, 6);
+	struct vs_proc C = vs_spawn();
+	int rc = join_from(&C, &A, ra, 0);
+	VS_EXPECT_TRAP(&C, rc, 4 * P + 8);
+	CK_EQ(UNMARK(&C, rc, 4 * P, P), VR_PURGED);
+	VS_EXPECT_DATA(&A, ra, 4 * P, P, VS_ZERO);
+	vs_stop(&C);
+
+	/* a free process (userfaultfd) joins: the mixed file (see mixed) */
+	int rf = join_from(&F, &A, ra, 0);
+	CK_EQ(MARK(&A, ra, 2 * P, 2 * P), VR_INTACT);
+	purge_all_of(&A, &F, rf, 2 * P, 2 * P, 6);
 	VS_EXPECT_TRAP(&F, rf, 2 * P + 2);
-	if (rb >= 0) {
-		VS_EXPECT_TRAP(&B, rb, 2 * P + 3);
-		int64_t v[4];
-		CK_EQ(vs_call_fd(&B, VS_SYSOUT, rb, 2 * P, 8, 6, -1, v), -EFAULT);
-	}
+	VS_EXPECT_TRAP(&B, rb, 2 * P + 3);
 	CK_EQ(UNMARK(&F, rf, 2 * P, 2 * P), VR_PURGED);
 	VS_EXPECT_DATA(&A, ra, 2 * P, 2 * P, VS_ZERO);
-	/* the free process purges: the filtered ones trap */
+	VS_EXPECT_DATA(&B, rb, 2 * P, 2 * P, VS_ZERO);
 	CK_EQ(MARK(&A, ra, 5 * P, 2 * P), VR_INTACT);
 	purge_all_of(&F, &A, ra, 5 * P, 2 * P, 6);
 	VS_EXPECT_TRAP(&A, ra, 5 * P);
-	if (rb >= 0)
-		VS_EXPECT_TRAP(&B, rb, 7 * P - 1);
+	VS_EXPECT_TRAP(&B, rb, 7 * P - 1);
 	VS_EXPECT_DATA(&F, rf, 0, 2 * P, 6);
 	VS_EXPECT_DATA(&A, ra, 7 * P, P, 6);
 	vs_stop(&B);

@@ -55,7 +55,7 @@ enum vs_op {
 };
 
 /* results of VS_READ, VS_CHECK, VS_FILL: v0 = region offset, v1 = si_code
- * (trap) or the byte read (diff) */
+ * (trap) or the byte read (diff), v2 = the signal (trap) */
 #define VS_DIFF 1
 #define VS_TRAPPED 2
 #define VS_ZERO UINT64_MAX
@@ -99,7 +99,7 @@ static struct {
 static sigjmp_buf vs_env;
 static volatile sig_atomic_t vs_armed;
 static volatile struct {
-	int hits, code;
+	int hits, code, sig;
 	void *addr;
 } VS_BUS;
 
@@ -107,6 +107,7 @@ static inline void vs_bus(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
 	VS_BUS.hits++;
+	VS_BUS.sig = sig;
 	VS_BUS.code = si->si_code;
 	VS_BUS.addr = si->si_addr;
 	if (vs_armed) {
@@ -126,6 +127,9 @@ static inline void vs_install_bus(void)
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
 	CK_EQ(sigaction(SIGBUS, &sa, NULL), 0);
+	/* a SIGSEGV the library passes on (not a trap it knows) is reported
+	 * as such instead of killing the process */
+	CK_EQ(sigaction(SIGSEGV, &sa, NULL), 0);
 }
 
 /* this process's ctx: a SIGBUS handler first, no monitor (no purge that
@@ -170,6 +174,7 @@ static inline int vs_touch(uint8_t *base, size_t off, size_t len, uint64_t gen, 
 	if (sigsetjmp(vs_env, 1)) {
 		v[0] = (int64_t)((uint8_t *)VS_BUS.addr - base);
 		v[1] = VS_BUS.code;
+		v[2] = VS_BUS.sig;
 		return VS_TRAPPED;
 	}
 	vs_armed = 1;
@@ -197,6 +202,7 @@ static inline int64_t vs_read_byte(uint8_t *base, size_t off, int64_t *v)
 	if (sigsetjmp(vs_env, 1)) {
 		v[0] = (int64_t)((uint8_t *)VS_BUS.addr - base);
 		v[1] = VS_BUS.code;
+		v[2] = VS_BUS.sig;
 		return VS_TRAPPED;
 	}
 	vs_armed = 1;
@@ -563,6 +569,7 @@ static inline int vs_new(struct vs_proc *p, size_t size, unsigned flags)
 		CK(vs_rc_ == VS_TRAPPED, "(read at %zu returned %" PRId64 ": byte %" PRId64 ")",   \
 		   (size_t)(off), vs_rc_, vs_v_[0]);                                               \
 		CK_EQ(vs_v_[0], (int64_t)(off));                                                   \
+		CK_EQ(vs_v_[2], SIGBUS);                                                           \
 		CK_EQ(vs_v_[1], BUS_ADRERR);                                                       \
 	} while (0)
 
@@ -573,8 +580,10 @@ static inline int vs_new(struct vs_proc *p, size_t size, unsigned flags)
 		int64_t vs_rc_ = vs_call_fd((p), VS_CHECK, (reg), (off), (len), (gen), -1, vs_v_); \
 		CK(vs_rc_ == 0,                                                                    \
 		   "(%s at offset %" PRId64 ", value/code %" PRId64 ", checking [%zu, +%zu))",     \
-		   vs_rc_ == VS_TRAPPED ? "trap" : "wrong byte", vs_v_[0], vs_v_[1],               \
-		   (size_t)(off), (size_t)(len));                                                  \
+		   vs_rc_ != VS_TRAPPED  ? "wrong byte"                                            \
+		   : vs_v_[2] == SIGSEGV ? "SIGSEGV"                                               \
+					 : "SIGBUS",                                               \
+		   vs_v_[0], vs_v_[1], (size_t)(off), (size_t)(len));                              \
 	} while (0)
 
 /* p creates a VR_REGION_SHARED region of size bytes: its index.  Under a
