@@ -318,12 +318,84 @@ static void test_shm_capacity(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* S32's guard protocol (VRANGE_TRAP=guard, the shm-guard test): a
+ * stopped mapper makes a purge skip the range, data kept, counted in
+ * VR_STAT_SKIPPED_BUSY; once it runs again purges go through and it traps */
+static void test_shm_stopped_mapper(void **state)
+{
+	(void)state;
+	size_t P = vt_pg();
+	struct vr_ctx *c;
+	struct vr_region *r;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	int rc = vr_region_new(c, "vt-stop", 16 * P, VR_REGION_SHARED, &r);
+	if (rc == 0 && r->trap != &vr_trap_coop) {
+		vr_ctx_destroy(c);
+		skip(); /* userfaultfd traps here: no protocol to stop */
+	}
+	assert_int_equal(rc, 0);
+	uint8_t *b = vr_region_base(r);
+	vt_fill(b, 0, 16 * P, 7);
+	int go[2], ready[2], fd = vr_region_fd(r);
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ready), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct vr_ctx *cc;
+		struct vr_region *rr;
+		char x = 0;
+		alarm(20);
+		if (vr_ctx_new(VR_CTX_NO_MONITOR, &cc) != 0 ||
+		    vr_region_from_fd(cc, fd, 0, &rr) != 0)
+			_exit(2);
+		uint8_t *cb = vr_region_base(rr);
+		if (write(ready[1], &x, 1) != 1 || read(go[0], &x, 1) != 1)
+			_exit(3);
+		/* the parent purged [0, 4P) while this process ran: it traps */
+		if (vr_status(rr, 0, 4 * P) != (VR_STATE_VOLATILE | VR_STATE_PURGED))
+			_exit(4);
+		if (vr_region_set_fault_handler(rr, NULL, NULL) != 0)
+			_exit(5);
+		int p[2];
+		if (pipe(p) != 0 || write(p[1], cb + P, 1) != -1 || errno != EFAULT)
+			_exit(6); /* a system call on a discarded page: EFAULT (S14, S28) */
+		if (vt_check(cb + 8 * P, 8 * P, 8 * P, 7) != SIZE_MAX)
+			_exit(7);
+		_exit(0);
+	}
+	char x;
+	close(ready[1]);
+	close(go[0]);
+	assert_int_equal(read(ready[0], &x, 1), 1);
+	kill(pid, SIGSTOP);
+	int st;
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+	assert_int_equal(vr_mark(r, 0, 4 * P), VR_INTACT);
+	assert_int_equal(vr_ctx_purge(c, 4 * P), 0);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_SKIPPED_BUSY), 1);
+	assert_int_equal(vr_status(r, 0, 4 * P), VR_STATE_VOLATILE);
+	assert_true(vt_check(b, 0, 4 * P, 7) == SIZE_MAX); /* kept, readable */
+	kill(pid, SIGCONT);
+	assert_int_equal(vr_ctx_purge(c, 4 * P), 4 * P);
+	assert_int_equal(write(go[1], &x, 1), 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(vr_unmark(r, 0, 4 * P), VR_PURGED);
+	close(ready[0]);
+	close(go[1]);
+	vr_ctx_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shm_kill_invariants),
 		cmocka_unit_test(test_shm_in_process),
 		cmocka_unit_test(test_shm_capacity),
+		cmocka_unit_test(test_shm_stopped_mapper),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
