@@ -490,7 +490,7 @@ static void sc_kill_long(void)
 	P = vt_pg();
 	struct vt_rng rng;
 	vt_seed(&rng, vt_get_seed("shared-kill-long"));
-	struct vs_proc A = { .sock = -1 };
+
 	vs_init();
 	const size_t nr = 500, stride = 8 * P, rlen = 7 * P, big = nr * stride;
 	int ra = vs_new_shared(&A, big + 16 * P);
@@ -782,7 +782,7 @@ static void sc_first_caller(void)
 	P = vt_pg();
 	struct vt_rng rng;
 	vt_seed(&rng, vt_get_seed("shared-first-caller"));
-	struct vs_proc A = { .sock = -1 };
+
 	vs_init();
 	int ra = vs_new_shared(&A, 64 * P);
 	struct vr_region *r = VS.r[ra];
@@ -853,7 +853,7 @@ static void sc_purges(void)
 {
 	P = vt_pg();
 	vs_init();
-	struct vs_proc A = { .sock = -1 }, peer[3];
+	struct vs_proc peer[3];
 	const size_t nr = 300;
 	int ra = vs_new_shared(&A, 2 * nr * P);
 	vt_fill(vr_region_base(VS.r[ra]), 0, 2 * nr * P, 3);
@@ -909,48 +909,16 @@ static const struct vt_scenario scenarios[] = {
 	{ "purges", sc_purges },       { "first_caller", sc_first_caller },
 };
 
-/* the scenario under the VRANGE_TRAP the suite runs with (CI has an
- * mprotect leg), the default backend, then uffd and guard forced (a
- * forced backend that cannot trap shared regions skips: exit 77) */
-static void run_traps(const char *name, size_t ntraps)
-{
-	const char *outer = getenv("VRANGE_TRAP");
-	char saved[32] = "";
-	if (outer)
-		snprintf(saved, sizeof(saved), "%s", outer);
-	const char *traps[] = { saved, NULL, "uffd", "guard" };
-	int bad = 0; /* the first failure's status, reported once the
-			environment is restored */
-	for (size_t i = outer ? 0 : 1; i < ntraps; i++) {
-		int st;
-		if (traps[i]) {
-			st = vt_run_scenario_trap(name, traps[i], NULL);
-		} else {
-			unsetenv("VRANGE_TRAP");
-			st = vt_run_scenario(name);
-		}
-		if (!bad && st != -77 && !(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-			bad = st == 0 ? -1 : st;
-			printf("[  FAILED  ] scenario %s with VRANGE_TRAP=%s\n", name,
-			       traps[i] ? traps[i] : "(default)");
-		}
-	}
-	if (outer)
-		setenv("VRANGE_TRAP", saved, 1);
-	if (bad)
-		vt_assert_exit_ok(bad);
-}
-
 static void run_backends(const char *name)
 {
-	run_traps(name, 4);
+	vs_run_traps(name, 4);
 }
 
 /* the outer and the default backend only (shared regions trap through
  * userfaultfd under both forced ones today: the kill scenarios cover them) */
 static void run_default(const char *name)
 {
-	run_traps(name, 2);
+	vs_run_traps(name, 2);
 }
 
 static void test_stress(void **state)

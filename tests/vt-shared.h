@@ -614,4 +614,68 @@ static inline void vs_stop(struct vs_proc *p)
 	p->sock = -1;
 }
 
+/* ---- for the scenarios ---- */
+
+/* this process, as a party to requests */
+static struct vs_proc A = { .pid = 0, .sock = -1 };
+
+/* p joins owner's region reg (flags) and returns its region index */
+static inline int join_from(struct vs_proc *p, struct vs_proc *owner, int reg, unsigned flags)
+{
+	int fd = vs_fd_of(owner, reg);
+	CK(fd >= 0);
+	int i = vs_join(p, fd, flags);
+	close(fd);
+	CK(i >= 0, "(vr_region_from_fd(%#x) in pid %d: %d)", flags, (int)p->pid, i);
+	return i;
+}
+
+#define MARK(p, r, off, len) vs_call((p), VS_MARK, (r), (off), (len), 0)
+#define UNMARK(p, r, off, len) vs_call((p), VS_UNMARK, (r), (off), (len), 0)
+#define STATUS(p, r, off, len) vs_call((p), VS_STATUS, (r), (off), (len), 0)
+#define PURGE(p, n) vs_call((p), VS_PURGE, 0, (n), 0, 0)
+#define STAT(p, w) vs_call((p), VS_STAT, 0, (w), 0, 0)
+#define FILL(p, r, off, len, gen) CK_EQ(vs_call((p), VS_FILL, (r), (off), (len), (gen)), 0)
+#define VP (VR_STATE_VOLATILE | VR_STATE_PURGED)
+
+/* (cmocka side) the scenario under the VRANGE_TRAP the suite runs with
+ * (CI has an mprotect leg), the default backend, then, with ntraps 4,
+ * uffd and guard forced (a forced backend that cannot trap shared
+ * regions skips: exit 77) */
+static inline void vs_run_traps(const char *name, size_t ntraps)
+{
+	const char *outer = getenv("VRANGE_TRAP");
+	char saved[32] = "";
+	if (outer)
+		snprintf(saved, sizeof(saved), "%s", outer);
+	const char *traps[] = { saved, NULL, "uffd", "guard" };
+	int bad = 0; /* the first failure's status, reported once the
+			environment is restored */
+	for (size_t i = outer ? 0 : 1; i < ntraps; i++) {
+		int st;
+		if (traps[i]) {
+			st = vt_run_scenario_trap(name, traps[i], NULL);
+		} else {
+			unsetenv("VRANGE_TRAP");
+			st = vt_run_scenario(name);
+		}
+		if (!bad && st != -77 && !(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+			bad = st == 0 ? -1 : st;
+			printf("[  FAILED  ] scenario %s with VRANGE_TRAP=%s\n", name,
+			       traps[i] ? traps[i] : "(default)");
+		}
+	}
+	if (outer)
+		setenv("VRANGE_TRAP", saved, 1);
+	if (bad)
+		vt_assert_exit_ok(bad);
+}
+
+#define SHARED_TEST(name)                                                                          \
+	static void test_##name(void **state)                                                      \
+	{                                                                                          \
+		(void)state;                                                                       \
+		vs_run_traps(#name, 4);                                                            \
+	}
+
 #endif
