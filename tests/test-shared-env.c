@@ -79,7 +79,7 @@ static void sc_leaks(void)
 	for (int round = 0; round < 12; round++) {
 		struct vr_region *r1 = NULL, *r2 = NULL, *r3 = NULL;
 		CK_EQ(vr_region_new(VS.ctx, "vt-leak", 8 * P, VR_REGION_SHARED, &r1), 0);
-		CK(count_maps() >= maps + 2, "(the count sees the data and the state)");
+		CK(count_maps() > maps, "(the count sees the new mappings)");
 		CK_EQ(vr_region_from_fd(VS.ctx, vr_region_fd(r1), 0, &r2), 0);
 		CK_EQ(vr_region_from_fd(c2, vr_region_fd(r1), 0, &r3), 0);
 		CK_EQ(vr_mark(r2, P, 2 * P), VR_INTACT);
