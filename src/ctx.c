@@ -104,6 +104,25 @@ void vr_ctx_sync_shared(struct vr_ctx *c)
 	vr_unlock(&c->lock);
 }
 
+/* the unpurged volatile bytes for a limit check on a hot path (vr_mark,
+ * vr_obj_unpin): shared files synced only if the region list's lock is
+ * free (trylock: a hot path never waits on it, S16); a file changed by
+ * another process since is then counted at the next sync */
+uint64_t vr_ctx_volatile_now(struct vr_ctx *c)
+{
+	if (atomic_load_explicit(&c->nshared, memory_order_relaxed) && !vr_held(&c->lock)) {
+		vr_held_push(&c->lock, VR_RANK_CTX);
+		if (pthread_mutex_trylock(&c->lock) == 0) {
+			for (struct vr_region *r = c->regions; r; r = r->next)
+				if (r->shm)
+					vr_shared_sync(r);
+			pthread_mutex_unlock(&c->lock);
+		}
+		vr_held_pop(&c->lock);
+	}
+	return vr_ctx_gauge(c, VR_G_VOLATILE);
+}
+
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 {
 	uint64_t sum = 0;
@@ -128,6 +147,7 @@ _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 		return -EINVAL;
 	atomic_store(&c->limit, bytes);
 	atomic_store(&c->limit_stuck, false);
+	vr_ctx_sync_shared(c);
 	if (bytes && vr_ctx_gauge(c, VR_G_VOLATILE) > bytes) {
 		ssize_t n = vr_purge_lru(c, VR_PURGE_VOLATILE, bytes);
 		if (n < 0)
@@ -155,6 +175,7 @@ _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level
 	vr_dbg("pressure %s", level == VR_PRESSURE_CRITICAL ? "critical" : "moderate");
 	if (level == VR_PRESSURE_CRITICAL)
 		return vr_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
+	vr_ctx_sync_shared(c);
 	return vr_purge_lru(c, VR_PURGE_VOLATILE, vr_ctx_gauge(c, VR_G_VOLATILE) / 2);
 }
 

@@ -80,6 +80,7 @@ static bool read_usage(struct mon_limit *l, uint64_t *out)
 static void publish_budget(struct vr_monitor *m, uint64_t usage)
 {
 	struct vr_ctx *c = m->ctx;
+	vr_ctx_sync_shared(c); /* S29: shared files changed by other processes */
 	uint64_t b = mon_limit_budget(&m->lim.plan, usage, vr_ctx_gauge(c, VR_G_VOLATILE));
 	atomic_store_explicit(&c->budget, (size_t)b, memory_order_relaxed);
 }

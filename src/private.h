@@ -190,6 +190,7 @@ struct vr_region {
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
 void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
+uint64_t vr_ctx_volatile_now(struct vr_ctx *c) _nonnull_();
 
 /* ---- age.c: LRU age stamps ---- */
 /* a stamp younger than every stamp this thread or region got before and
@@ -294,6 +295,8 @@ bool vr_trap_uffd_works(void);
 extern const struct vr_trap_ops vr_trap_coop;
 void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
 void vr_trap_coop_wait(struct vr_region *r) _nonnull_();       /* async-signal-safe */
+/* the uffd backend on a shared file: tell its guard-protocol mappers */
+int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len) _nonnull_();
 /* trap-uffd.c: the userfaultfd backend's entries */
 bool vr_uffd_probe(void);
 int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);

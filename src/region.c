@@ -376,7 +376,7 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 		stuck = false;
 	}
 	size_t limit = vr_ctx_effective_limit(c);
-	if (limit && !stuck && vr_ctx_gauge(c, VR_G_VOLATILE) > limit) {
+	if (limit && !stuck && vr_ctx_volatile_now(c) > limit) {
 		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (got < 0)
 			return (int)got; /* -EDEADLK: see vr_purge_lru */

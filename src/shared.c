@@ -267,8 +267,7 @@ static void repair(struct vr_region *r)
 		abort();
 	}
 	recount_and_repunch(r);
-	if (r->trap == &vr_trap_coop) /* markers of a purge cut short */
-		vr_trap_coop_resync_all(r);
+	vr_trap_coop_resync_all(r); /* markers of a purge cut short */
 	atomic_fetch_add_explicit(&s->repairs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&r->ctx->repairs, 1, memory_order_relaxed);
 	if (pthread_mutex_consistent(&s->lock) != 0)

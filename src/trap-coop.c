@@ -188,8 +188,33 @@ const struct vr_trap_ops vr_trap_coop = {
  * on bytes never purged); this one now, under the lock */
 void vr_trap_coop_resync_all(struct vr_region *r)
 {
+	if (!r->coop_m && vr_coop_count(coop_of(r)) == 0)
+		return;
 	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_RESYNC, 0, 0, 0);
-	set_markers(r);
+	if (r->coop_m)
+		set_markers(r);
+}
+
+/* A file may have mappers of both kinds: a process whose userfaultfd
+ * works and one behind a seccomp filter that uses the guard protocol.
+ * The userfaultfd backend's purges and restores of a shared region tell
+ * the protocol's members (if any) as coop_arm/coop_disarm do, as a
+ * requester that is not a member; 0, or -EBUSY (ARM not taken by all:
+ * the purge skips the range). */
+int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len)
+{
+	struct vr_coop *c = coop_of(r);
+	if (vr_coop_count(c) == 0)
+		return 0;
+	if (op != VR_COOP_ARM) {
+		vr_coop_request(c, NULL, op, off, len, VR_COOP_TIMEOUT_MS);
+		return 0;
+	}
+	if (vr_coop_request(c, NULL, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) == 0)
+		return 0;
+	vr_coop_request(c, NULL, VR_COOP_DISARM, off, len, 0);
+	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
+	return -EBUSY;
 }
 
 /* for the fault path: wait (bounded, about a second) until this mapping's

@@ -38,6 +38,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "coop.h"
 #include "inject.h"
 #include "private.h"
 
@@ -127,16 +128,22 @@ void vr_uffd_detach(struct vr_region *r, bool inherited)
 	r->trap_fd = -1;
 }
 
+/* the punch is the trap; a shared file's mappers on the guard protocol
+ * (a process behind a seccomp filter) must arm theirs first */
 int vr_uffd_arm(struct vr_region *r, void *addr, size_t len)
 {
-	(void)r;
-	(void)addr;
-	(void)len;
-	return 0; /* the punch is the trap */
+	if (r->shm)
+		return vr_trap_coop_notify(r, VR_COOP_ARM, (uint64_t)((uint8_t *)addr - r->base),
+					   len);
+	return 0;
 }
 
 int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len)
 {
 	off_t off = (off_t)((uint8_t *)addr - r->base);
-	return vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, off, (off_t)len) < 0 ? -errno : 0;
+	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, off, (off_t)len) < 0)
+		return -errno;
+	if (r->shm)
+		vr_trap_coop_notify(r, VR_COOP_DISARM, (uint64_t)off, len);
+	return 0;
 }
