@@ -431,25 +431,26 @@ static void sc_sparse_purge(void)
 #define LZ_PAGES 8
 static struct vr_region *LR;
 static atomic_int lz_stop;
-static atomic_long lz_regens, lz_reads;
+static atomic_long lz_regens, lz_stale, lz_reads;
 static uint8_t lz_buf[LZ_PAGES * 65536];
 
 static int lz_fn(struct vr_region *r, size_t off, size_t len, void *addr, void *arg)
 {
 	(void)addr;
 	(void)arg;
-	atomic_fetch_add(&lz_regens, 1);
 	/* one handler at a time for this range (the others wait) */
 	vt_fill(lz_buf, off, len, 42);
 	if (getenv("VT_LAZY_TWO_CALLS")) {
 		/* fill, then unmark: loses the race against a re-purge */
 		CK_EQ(vr_region_fill(r, off, lz_buf, len), 0);
 		CK_EQ(vr_unmark(r, off, len), VR_PURGED);
+		atomic_fetch_add(&lz_regens, 1);
 	} else {
 		/* a stale call (the range was regenerated and re-marked but
 		 * not yet purged again) finds it intact: that is fine */
 		int rc = vr_unmark_fill(r, off, len, lz_buf);
 		CK(rc == VR_PURGED || rc == VR_INTACT, "rc %d", rc);
+		atomic_fetch_add(rc == VR_PURGED ? &lz_regens : &lz_stale, 1);
 	}
 	return VR_FAULT_RETRY;
 }
@@ -511,11 +512,17 @@ static void sc_lazy_no_zero_window(void)
 	atomic_store(&lz_stop, 1);
 	for (int i = 0; i < 6; i++)
 		pthread_join(t[i], NULL);
-	long regens = atomic_load(&lz_regens);
-	fprintf(stderr, "lazy: %ld purges, %ld regenerations, %ld reads\n", purges, regens,
-		atomic_load(&lz_reads));
+	long regens = atomic_load(&lz_regens), stale = atomic_load(&lz_stale);
+	fprintf(stderr, "lazy: %ld purges, %ld regenerations, %ld stale calls, %ld reads\n", purges,
+		regens, stale, atomic_load(&lz_reads));
 	CK_EQ(purges, 300);
 	CK(regens == purges, "%ld regenerations for %ld purges", regens, purges);
+	/* a stale call: a thread that saw the range purged just before
+	 * another's handler restored it, and claimed the range just after
+	 * (it finds it intact; a loaded machine makes a few).  Without the
+	 * wait for the handler in flight, every reader would call it: about
+	 * five stale calls per purge. */
+	CK(stale <= purges / 10, "%ld stale handler calls for %ld purges", stale, purges);
 	vr_ctx_destroy(c);
 }
 
