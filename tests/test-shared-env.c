@@ -694,11 +694,21 @@ static void test_mixed_traps(void **state)
 static void test_seccomp(void **state)
 {
 	(void)state;
+	/* the fallback is the point: under a forced VRANGE_TRAP=uffd (CI's
+	 * uffd leg) the filtered process's vr_ctx_new would only refuse */
+	const char *e = getenv("VRANGE_TRAP");
+	char outer[32] = "";
+	if (e)
+		snprintf(outer, sizeof(outer), "%s", e);
+	if (e && strcmp(outer, "uffd") == 0)
+		unsetenv("VRANGE_TRAP");
 	setenv("VT_ERRNO", "EPERM", 1);
 	vt_assert_exit_ok(vt_run_scenario("seccomp"));
 	setenv("VT_ERRNO", "ENOSYS", 1);
 	vt_assert_exit_ok(vt_run_scenario("seccomp"));
 	unsetenv("VT_ERRNO");
+	if (outer[0])
+		setenv("VRANGE_TRAP", outer, 1);
 }
 
 int main(int argc, char **argv)
