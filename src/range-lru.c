@@ -24,10 +24,32 @@ enum { SRC_NONE, SRC_LOG, SRC_HEAP };
 #define LOG(m) ((vr_ref *)vr_deref((m), (m)->log))
 #define HEAP(m) ((struct vr_lru_ent *)vr_deref((m), (m)->heap))
 
+/* Log and heap entries always hold a record (never 0), so the hot loops
+ * below take the base once (vr_map_base) and add it without vr_deref's
+ * test: the compiler cannot keep m->self and m->log in registers across
+ * stores into the log (all are uint64_t), so a per-access conversion
+ * would reload them every time. */
+static inline struct vr_range *at(uintptr_t base, vr_ref x)
+{
+	return (struct vr_range *)(base + x);
+}
+
+static inline bool live_at(uintptr_t base, const vr_ref *log, uint32_t i)
+{
+	const struct vr_range *r = at(base, log[i]);
+	return (r->age_flags & VR_RANGE_ONLRU) && r->lru_pos == i;
+}
+
 static inline bool log_live(const struct vr_map *m, uint32_t i)
 {
-	const struct vr_range *r = REC(LOG(m)[i]);
-	return (r->age_flags & VR_RANGE_ONLRU) && r->lru_pos == i;
+	return live_at(vr_map_base(m), LOG(m), i);
+}
+
+static inline bool heap_live_at(uintptr_t base, const struct vr_lru_ent *e)
+{
+	const struct vr_range *r = at(base, e->r);
+	return (r->age_flags & VR_RANGE_ONLRU) && r->lru_pos == VR_LRU_HEAP &&
+	       r->heap_tag == e->tag && vr_range_age(r) == e->age;
 }
 
 static inline bool heap_live(const struct vr_map *m, const struct vr_lru_ent *e)
@@ -145,10 +167,12 @@ static void log_drop_first(struct vr_map *m)
 
 static void log_step(struct vr_map *m, unsigned n)
 {
+	const uintptr_t base = vr_map_base(m);
+	vr_ref *log = (vr_ref *)(base + m->log); /* not moved by a step */
 	for (; n && m->log_pass; n--) {
 		uint32_t c = m->log_hc;
 		if (c + 16 < m->log_tail)
-			__builtin_prefetch(REC(LOG(m)[c + 16]), 1);
+			__builtin_prefetch(at(base, log[c + 16]), 1);
 		if (c == m->log_tail) {
 			/* done: the hole closes at the tail */
 			m->log_tail = m->log_hc = m->log_hw;
@@ -157,9 +181,10 @@ static void log_step(struct vr_map *m, unsigned n)
 				m->log_cur = m->log_tail;
 			return;
 		}
-		struct vr_range *r = REC(LOG(m)[c]);
-		if (log_live(m, c)) {
-			LOG(m)[m->log_hw] = LOG(m)[c];
+		vr_ref x = log[c];
+		struct vr_range *r = at(base, x);
+		if (live_at(base, log, c)) {
+			log[m->log_hw] = x;
 			r->lru_pos = m->log_hw;
 			if (m->log_cur == c)
 				m->log_cur = m->log_hw;
@@ -293,18 +318,20 @@ void vr_lru_remove(struct vr_map *m, struct vr_range *r)
 
 uint64_t vr_lru_oldest_age(struct vr_map *m)
 {
+	const uintptr_t base = vr_map_base(m);
+	const vr_ref *log = (const vr_ref *)(base + m->log);
+	const struct vr_lru_ent *h = (const struct vr_lru_ent *)(base + m->heap);
 	uint64_t age = UINT64_MAX;
-	while (log_first(m) < m->log_tail && !log_live(m, log_first(m)))
+	while (log_first(m) < m->log_tail && !live_at(base, log, log_first(m)))
 		log_drop_first(m);
 	if (log_first(m) < m->log_tail)
-		age = vr_range_age(REC(LOG(m)[log_first(m)]));
-	while (m->nheap && !heap_live(m, &HEAP(m)[0]))
+		age = vr_range_age(at(base, log[log_first(m)]));
+	while (m->nheap && !heap_live_at(base, &h[0]))
 		heap_pop(m);
-	struct vr_lru_ent *h = HEAP(m);
 	if (m->nheap && h[0].age < age)
 		age = h[0].age;
 	for (uint32_t i = m->heap_cap - m->nskip; i < m->heap_cap; i++)
-		if (heap_live(m, &h[i]) && h[i].age < age)
+		if (heap_live_at(base, &h[i]) && h[i].age < age)
 			age = h[i].age;
 	return age;
 }

@@ -34,9 +34,10 @@ static inline void ptr_store(vr_ref *slot, vr_ref v)
 #define REC(x) ((struct vr_range *)vr_deref(m, (x)))
 #define REF(p) vr_mkref(m, (p))
 
+/* a slot in use of a node always holds a ref (never 0): no test */
 static inline struct vr_range *rec(const struct vr_map *m, const struct vr_bnode *n, unsigned i)
 {
-	return REC(n->ptr[i]);
+	return (struct vr_range *)(vr_map_base(m) + n->ptr[i]);
 }
 
 static inline unsigned min_fill(const struct vr_map *m)
@@ -339,6 +340,7 @@ static inline void node_prefetch(const struct vr_bnode *n)
 
 static struct vr_bnode *descend(const struct vr_map *m, uint64_t k, struct path *p)
 {
+	const uintptr_t base = vr_map_base(m);
 	struct vr_bnode *n = NODE(m->root);
 	for (unsigned l = 0; l + 1 < m->height; l++) {
 		unsigned i = upper(n->key, 1, n->n, k) - 1;
@@ -346,7 +348,7 @@ static struct vr_bnode *descend(const struct vr_map *m, uint64_t k, struct path 
 			p->n[l] = n;
 			p->i[l] = i;
 		}
-		n = NODE(n->ptr[i]);
+		n = (struct vr_bnode *)(base + n->ptr[i]); /* inner slots are never 0 */
 		node_prefetch(n);
 	}
 	if (p)
