@@ -23,10 +23,8 @@
  */
 #define _GNU_SOURCE
 #include "vt-shared.h"
+#include "vt-seccomp.h"
 
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
@@ -439,23 +437,7 @@ static void sc_fork(void)
 /* ---- userfaultfd refused by a seccomp filter ---- */
 static void block_userfaultfd(int err)
 {
-	struct sock_filter f[] = {
-#if defined(__x86_64__)
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-#endif
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_userfaultfd, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-	CK_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-	CK_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0), 0);
-	errno = 0;
-	CK_EQ(syscall(__NR_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */), -1);
-	CK_EQ(errno, err);
+	CK_EQ(vt_block_userfaultfd(err), 0);
 }
 
 /* p's purge of everything purgeable, where the only purgeable range is

@@ -22,10 +22,8 @@
  */
 #define _GNU_SOURCE
 #include "tests.h"
+#include "vt-seccomp.h"
 
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <sys/prctl.h>
@@ -110,24 +108,7 @@ static int refill_fn(struct vr_region *r, size_t off, size_t len, void *addr, vo
 
 static void block_userfaultfd(int err)
 {
-	struct sock_filter f[] = {
-#if defined(__x86_64__)
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-#endif
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_userfaultfd, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-	CK_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-	CK_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0), 0);
-	/* the filter works: the test can fail */
-	errno = 0;
-	CK_EQ(syscall(__NR_userfaultfd, O_CLOEXEC | 1 /* USER_MODE_ONLY */), -1);
-	CK_EQ(errno, err);
+	CK_EQ(vt_block_userfaultfd(err), 0);
 }
 
 /* VT_ERRNO: what the filter returns; VRANGE_TRAP: uffd or unset */
