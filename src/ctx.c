@@ -93,14 +93,19 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 /* S29: what other processes did to the shared files of c, into its
  * gauges (lock-free per region: vr_shared_sync); skipped when this thread
  * holds c->lock (a signal handler interrupted it) */
+static void sync_regions(struct vr_ctx *c) /* c->lock held */
+{
+	for (struct vr_region *r = c->regions; r; r = r->next)
+		if (r->shm)
+			vr_shared_sync(r);
+}
+
 void vr_ctx_sync_shared(struct vr_ctx *c)
 {
 	if (!atomic_load_explicit(&c->nshared, memory_order_relaxed) || vr_held(&c->lock))
 		return;
 	vr_lock(&c->lock, VR_RANK_CTX);
-	for (struct vr_region *r = c->regions; r; r = r->next)
-		if (r->shm)
-			vr_shared_sync(r);
+	sync_regions(c);
 	vr_unlock(&c->lock);
 }
 
@@ -113,9 +118,7 @@ uint64_t vr_ctx_volatile_now(struct vr_ctx *c)
 	if (atomic_load_explicit(&c->nshared, memory_order_relaxed) && !vr_held(&c->lock)) {
 		vr_held_push(&c->lock, VR_RANK_CTX);
 		if (pthread_mutex_trylock(&c->lock) == 0) {
-			for (struct vr_region *r = c->regions; r; r = r->next)
-				if (r->shm)
-					vr_shared_sync(r);
+			sync_regions(c);
 			pthread_mutex_unlock(&c->lock);
 		}
 		vr_held_pop(&c->lock);

@@ -274,11 +274,12 @@ static void repair(struct vr_region *r)
 		abort();
 }
 
-void vr_shared_lock(struct vr_region *r, bool raw)
+/* the lock was just taken (rc 0) or inherited from a dead holder
+ * (EOWNERDEAD): repair, and leave seq odd for a writer, even for a raw
+ * reader */
+static void acquired(struct vr_region *r, int rc, bool raw)
 {
 	struct vr_shm *s = r->shm;
-	vr_held_push(&s->lock, VR_RANK_REGION);
-	int rc = pthread_mutex_lock(&s->lock);
 	if (rc == EOWNERDEAD) {
 		repair(r); /* leaves seq odd */
 		if (raw)   /* a reader: the map is whole again */
@@ -286,12 +287,6 @@ void vr_shared_lock(struct vr_region *r, bool raw)
 				&s->seq, atomic_load_explicit(&s->seq, memory_order_relaxed) + 1,
 				memory_order_release);
 		return;
-	}
-	if (rc != 0) {
-		/* ENOTRECOVERABLE: someone unlocked without repairing, which
-		 * this library never does */
-		vr_log_raw("vrange: shared state lock unusable\n");
-		abort();
 	}
 	if (!raw) {
 		atomic_store_explicit(&s->seq,
@@ -301,22 +296,30 @@ void vr_shared_lock(struct vr_region *r, bool raw)
 	}
 }
 
+void vr_shared_lock(struct vr_region *r, bool raw)
+{
+	struct vr_shm *s = r->shm;
+	vr_held_push(&s->lock, VR_RANK_REGION);
+	int rc = pthread_mutex_lock(&s->lock);
+	if (rc != 0 && rc != EOWNERDEAD) {
+		/* ENOTRECOVERABLE: someone unlocked without repairing, which
+		 * this library never does */
+		vr_log_raw("vrange: shared state lock unusable\n");
+		abort();
+	}
+	acquired(r, rc, raw);
+}
+
 int vr_shared_trylock(struct vr_region *r)
 {
 	struct vr_shm *s = r->shm;
 	vr_held_push(&s->lock, VR_RANK_REGION);
 	int rc = pthread_mutex_trylock(&s->lock);
-	if (rc == EOWNERDEAD) {
-		repair(r);
-		atomic_store_explicit(&s->seq,
-				      atomic_load_explicit(&s->seq, memory_order_relaxed) + 1,
-				      memory_order_release);
-		return 0;
-	}
-	if (rc != 0) {
+	if (rc != 0 && rc != EOWNERDEAD) {
 		vr_held_pop(&s->lock);
 		return -EBUSY;
 	}
+	acquired(r, rc, true);
 	return 0;
 }
 

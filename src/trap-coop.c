@@ -125,19 +125,29 @@ static const struct vr_coop_ops coop_ops = {
 
 /* ---- the trap backend ---- */
 
+/* every other mapper arms [off, off + len) (self: the caller's
+ * membership, or NULL); 0, or -EBUSY when one did not in time: the
+ * others are told to disarm (not waited for) and the skip is counted */
+static int request_arm(struct vr_region *r, struct vr_coop_member *self, uint64_t off, uint64_t len)
+{
+	struct vr_coop *c = coop_of(r);
+	if (vr_coop_request(c, self, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) == 0)
+		return 0;
+	vr_coop_request(c, self, VR_COOP_DISARM, off, len, 0);
+	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
+	return -EBUSY;
+}
+
 static int coop_arm(struct vr_region *r, void *addr, size_t len)
 {
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
 	int err = own(r, off, len, MADV_GUARD_INSTALL);
 	if (err < 0)
 		return err;
-	if (vr_coop_request(coop_of(r), r->coop_m, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) == 0)
-		return 0;
-	/* a mapper did not arm in time: the purge skips the range */
-	own(r, off, len, MADV_GUARD_REMOVE);
-	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_DISARM, off, len, 0);
-	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
-	return -EBUSY;
+	err = request_arm(r, r->coop_m, off, len);
+	if (err < 0) /* a mapper did not arm in time: the purge skips the range */
+		own(r, off, len, MADV_GUARD_REMOVE);
+	return err;
 }
 
 static int coop_disarm(struct vr_region *r, void *addr, size_t len)
@@ -206,15 +216,10 @@ int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len)
 	struct vr_coop *c = coop_of(r);
 	if (vr_coop_count(c) == 0)
 		return 0;
-	if (op != VR_COOP_ARM) {
-		vr_coop_request(c, NULL, op, off, len, VR_COOP_TIMEOUT_MS);
-		return 0;
-	}
-	if (vr_coop_request(c, NULL, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) == 0)
-		return 0;
-	vr_coop_request(c, NULL, VR_COOP_DISARM, off, len, 0);
-	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
-	return -EBUSY;
+	if (op == VR_COOP_ARM)
+		return request_arm(r, NULL, off, len);
+	vr_coop_request(c, NULL, op, off, len, VR_COOP_TIMEOUT_MS);
+	return 0;
 }
 
 /* for the fault path: wait (bounded, about a second) until this mapping's
