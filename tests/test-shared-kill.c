@@ -275,29 +275,37 @@ struct kworker {
 static int K_FD, K_JFD;
 static uint64_t K_SEED;
 
-static pid_t start_worker(int id, int role)
+/* a re-executed copy of this program running scenario (worker or
+ * racer) with its parameters in the environment; role < 0: none */
+static pid_t start_child(const char *scenario, int id, int role, uint64_t seed)
 {
 	char b[5][24];
 	snprintf(b[0], sizeof(b[0]), "%d", id);
 	snprintf(b[1], sizeof(b[1]), "%d", role);
 	snprintf(b[2], sizeof(b[2]), "%d", K_FD);
 	snprintf(b[3], sizeof(b[3]), "%d", K_JFD);
-	snprintf(b[4], sizeof(b[4]), "%" PRIu64, K_SEED + (uint64_t)id * 7919);
+	snprintf(b[4], sizeof(b[4]), "%" PRIu64, seed);
 	fflush(stderr);
 	pid_t pid = fork();
 	CK(pid >= 0);
 	if (pid == 0) {
 		setenv("VT_K_ID", b[0], 1);
-		setenv("VT_K_ROLE", b[1], 1);
+		if (role >= 0)
+			setenv("VT_K_ROLE", b[1], 1);
 		setenv("VT_K_FD", b[2], 1);
 		setenv("VT_K_JFD", b[3], 1);
 		setenv("VT_K_SEED", b[4], 1);
 		vt_default_signals();
-		execl(program_invocation_name, "vt-scenario", "--scenario", "worker", (char *)NULL);
-		execl("/proc/self/exe", "vt-scenario", "--scenario", "worker", (char *)NULL);
+		execl(program_invocation_name, "vt-scenario", "--scenario", scenario, (char *)NULL);
+		execl("/proc/self/exe", "vt-scenario", "--scenario", scenario, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t start_worker(int id, int role)
+{
+	return start_child("worker", id, role, K_SEED + (uint64_t)id * 7919);
 }
 
 /* a worker that ended by itself: a failed check (3), SIGALRM (a call
@@ -651,25 +659,7 @@ static void sc_racer(void)
 
 static pid_t start_racer(int id)
 {
-	char b[4][24];
-	snprintf(b[0], sizeof(b[0]), "%d", id);
-	snprintf(b[1], sizeof(b[1]), "%d", K_FD);
-	snprintf(b[2], sizeof(b[2]), "%d", K_JFD);
-	snprintf(b[3], sizeof(b[3]), "%" PRIu64, K_SEED + (uint64_t)id * 104729);
-	fflush(stderr);
-	pid_t pid = fork();
-	CK(pid >= 0);
-	if (pid == 0) {
-		setenv("VT_K_ID", b[0], 1);
-		setenv("VT_K_FD", b[1], 1);
-		setenv("VT_K_JFD", b[2], 1);
-		setenv("VT_K_SEED", b[3], 1);
-		vt_default_signals();
-		execl(program_invocation_name, "vt-scenario", "--scenario", "racer", (char *)NULL);
-		execl("/proc/self/exe", "vt-scenario", "--scenario", "racer", (char *)NULL);
-		_exit(127);
-	}
-	return pid;
+	return start_child("racer", id, -1, K_SEED + (uint64_t)id * 104729);
 }
 
 /* the state left: serial-history invariants (see above) */
