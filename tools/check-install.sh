@@ -7,7 +7,8 @@
 # 1. meson install --destdir TMP (BUILD_DIR must be built; nothing is rebuilt)
 # 2. the header, libvrange.so.0 (SONAME) and its libvrange.so link, and
 #    libvrange.pc are installed; a man page per exported function, and
-#    `man vr_obj_pin` shows its page with the installed man directory; the installed library's exports match
+#    `man vr_obj_pin` shows its page with the installed man directory;
+#    share/libvrange/valgrind.supp is tests/valgrind.supp; the installed library's exports match
 #    src/libvrange.map and include/vrange.h (tools/check-symbols.sh)
 # 3. every examples/*.c is compiled with
 #        cc x.c $(pkg-config --cflags --libs libvrange)
@@ -69,6 +70,14 @@ if [ -n "$docdir" ]; then
 	echo "installed docs: $(cd "$docdir" && find . -type f | sed 's|^\./||' | sort | paste -sd' ')"
 else
 	echo "note: no share/doc/libvrange installed"
+fi
+
+supp=$(find_one valgrind.supp -path '*/share/libvrange/*')
+if [ -z "$supp" ]; then
+	bad "no share/libvrange/valgrind.supp installed"
+else
+	cmp -s "$supp" "$srcdir/tests/valgrind.supp" || bad "installed valgrind.supp differs from tests/valgrind.supp"
+	echo "installed: ${supp#"$dest"}"
 fi
 
 echo "== man pages"
