@@ -111,6 +111,11 @@
 #include <stdint.h>
 #include <sys/types.h> /* ssize_t */
 
+/* the library version this header belongs to (libvrange.pc's Version) */
+#define VRANGE_VERSION_MAJOR 0
+#define VRANGE_VERSION_MINOR 2
+#define VRANGE_VERSION_MICRO 0
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -6,7 +6,9 @@
 #
 # 1. meson install --destdir TMP (BUILD_DIR must be built; nothing is rebuilt)
 # 2. the header, libvrange.so.0 (SONAME) and its libvrange.so link, and
-#    libvrange.pc are installed; the installed library's exports match
+#    libvrange.pc are installed; a man page per exported function, and
+#    `man vr_obj_pin` shows its page with the installed man directory;
+#    share/libvrange/valgrind.supp is tests/valgrind.supp; the installed library's exports match
 #    src/libvrange.map and include/vrange.h (tools/check-symbols.sh)
 # 3. every examples/*.c is compiled with
 #        cc x.c $(pkg-config --cflags --libs libvrange)
@@ -68,6 +70,36 @@ if [ -n "$docdir" ]; then
 	echo "installed docs: $(cd "$docdir" && find . -type f | sed 's|^\./||' | sort | paste -sd' ')"
 else
 	echo "note: no share/doc/libvrange installed"
+fi
+
+supp=$(find_one valgrind.supp -path '*/share/libvrange/*')
+if [ -z "$supp" ]; then
+	bad "no share/libvrange/valgrind.supp installed"
+else
+	cmp -s "$supp" "$srcdir/tests/valgrind.supp" || bad "installed valgrind.supp differs from tests/valgrind.supp"
+	echo "installed: ${supp#"$dest"}"
+fi
+
+echo "== man pages"
+man3=$(find "$dest" -type d -path '*/man/man3' | head -1)
+if [ -z "$man3" ]; then
+	bad "no man/man3 installed"
+else
+	mandir=$(dirname "$man3")
+	[ -f "$mandir/man7/libvrange.7" ] || bad "no man7/libvrange.7 installed"
+	missing=
+	for f in $(sed 's/#.*//' "$srcdir/src/libvrange.map" | grep -oE '^[[:space:]]*vr_[a-z0-9_]+[[:space:]]*;' | tr -d ' \t;'); do
+		[ -f "$man3/$f.3" ] || missing="$missing $f"
+	done
+	[ -z "$missing" ] || bad "no installed man page for:$missing"
+	# what a user types, with the installed tree as the manual path
+	if command -v man >/dev/null; then
+		if MANWIDTH=80 man -M "$mandir" vr_obj_pin 2>&1 | grep -q 'vr_obj_pin - make an object'; then
+			echo "ok: man vr_obj_pin (MANPATH ${mandir#"$dest"}): $(find "$mandir" -name '*.[37]' | wc -l) pages"
+		else
+			bad "man -M ${mandir#"$dest"} vr_obj_pin does not show the page"
+		fi
+	fi
 fi
 
 echo "== exported symbols of the installed library"

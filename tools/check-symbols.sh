@@ -6,7 +6,9 @@
 #       == the symbols listed in src/libvrange.map
 #       == the functions declared in include/vrange.h.
 #       Also: every export is a function (T) carrying a LIBVRANGE_* version,
-#       the map ends in "local: *;", the SONAME is libvrange.so.0.
+#       the map ends in "local: *;", the SONAME is libvrange.so.0, and
+#       debian/libvrange0.symbols lists the map's symbols with their
+#       version nodes.
 #
 #   tools/check-symbols.sh header LIBVRANGE_SO
 #       include/vrange.h compiles on its own as C99 and C11 with
@@ -79,6 +81,20 @@ check_symbols() {
 	[ -s "$tmp/nover" ] && { bad "exports without a LIBVRANGE_* version:"; cat "$tmp/nover"; }
 	grep -q 'LIBVRANGE_' "$tmp/nodes" || bad "no LIBVRANGE_* version node in $so"
 	sed 's/#.*//' "$map" | tr -d ' \t\n' | grep -q 'local:\*;' || bad "$map lacks 'local: *;'"
+	# debian/libvrange0.symbols lists the same symbols in the same version
+	# nodes (name@NODE), and each node itself
+	local deb=$srcdir/debian/libvrange0.symbols
+	if [ -f "$deb" ]; then
+		sed 's/#.*//' "$map" | awk '
+			/^[[:space:]]*LIBVRANGE_[0-9.]+[[:space:]]*\{/ { node = $1; print node "@" node; next }
+			/local:/ { node = "" }
+			node != "" && /^[[:space:]]*vr_[a-z0-9_]+[[:space:]]*;/ { gsub(/[[:space:];]/, ""); print $0 "@" node }' |
+			sort >"$tmp/map-nodes"
+		awk '/^ / { print $1 }' "$deb" | sort >"$tmp/deb"
+		if ! diff -u --label src/libvrange.map --label debian/libvrange0.symbols "$tmp/map-nodes" "$tmp/deb"; then
+			bad "debian/libvrange0.symbols != src/libvrange.map (name@version node)"
+		fi
+	fi
 	if command -v readelf >/dev/null; then
 		soname=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 		[ "$soname" = libvrange.so.0 ] || bad "SONAME is '$soname', expected libvrange.so.0"

@@ -8,7 +8,7 @@
 #                      "test" also what the test suites want
 vr_deps() {
 	local want=(gcc meson ninja-build pkg-config libcmocka-dev)
-	local optional=(libunwind-dev g++)
+	local optional=(libunwind-dev g++ groff-base)
 	local missing=() m
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 	command -v meson >/dev/null 2>&1 || missing+=(meson)
@@ -24,6 +24,7 @@ vr_deps() {
 			opt_missing+=(libunwind-dev)
 		fi
 		command -v g++ >/dev/null 2>&1 || opt_missing+=(g++)
+		command -v groff >/dev/null 2>&1 || opt_missing+=(groff-base)
 	fi
 	[ ${#missing[@]} -eq 0 ] && [ ${#opt_missing[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "${VR_NO_INSTALL:-}" ]; then
@@ -41,6 +42,7 @@ vr_deps() {
 		return 1
 	fi
 	echo "note: optional packages not installed: ${opt_missing[*]} (backtraces in" \
-		"VRANGE_DEBUG messages, the C++ check of the header); the tests skip what needs them"
+		"VRANGE_DEBUG messages, the C++ check of the header, the man pages' rendering check);" \
+		"the tests skip what needs them"
 	return 0
 }

@@ -74,8 +74,10 @@ def tokenize(src):
         elif src[i] == "#":
             j = src.find("\n", i)
             j = n if j < 0 else j
-            while src[j - 1] == "\\":
+            while src[j - 1] == "\\" or src.rfind("/*", i, j) > src.rfind("*/", i, j):
+                # a continued line, or a comment still open at its end
                 j = src.find("\n", j + 1)
+                j = n if j < 0 else j
             items.append(("pp", src[i:j]))
             i = j
         elif re.match(r'extern\s+"C"\s*\{', src[i:]):
@@ -285,10 +287,14 @@ def overview(lines, doc):
     return out
 
 
-def generate(header_path):
+def parse_header(header_path):
+    """The header as (intro, sections): intro is the opening comment's
+    lines; sections is a list of [title, entries, notes], entries being
+    ("consts", caption, define lines) and ("entry", name, declaration,
+    doc lines or None), notes the plain comments of the section that
+    caption nothing (a section's introduction).  tools/gen-man.py reads
+    the header through this function too."""
     src = open(header_path, encoding="utf-8").read()
-    rel = os.path.relpath(header_path, ROOT)
-    warnings = []
 
     # the opening comment (after the SPDX line)
     items = tokenize(src)
@@ -301,7 +307,7 @@ def generate(header_path):
     items = items[k + 1:] if intro else items[k:]
 
     # first pass: group into sections of entries
-    sections = [["Types and constants", []]]
+    sections = [["Types and constants", [], []]]
     pending_doc = None
     caption = None
     consts = []
@@ -310,6 +316,8 @@ def generate(header_path):
         nonlocal consts, caption
         if consts:
             sections[-1][1].append(("consts", caption, consts))
+        elif caption:
+            sections[-1][2].append(caption)
         consts, caption = [], None
 
     idx = 0
@@ -323,13 +331,13 @@ def generate(header_path):
                 nxt = items[idx + 1] if idx + 1 < len(items) else None
                 if nxt and nxt[0] == "comment":
                     name = " ".join(strip_comment(nxt[1])).strip()
-                    sections.append([name[:1].upper() + name[1:], []])
+                    sections.append([name[:1].upper() + name[1:], [], []])
                     idx += 1
             else:
                 flush_consts()
-                caption = " ".join(lines).strip()
+                caption = "\n".join(lines).strip()
         elif kind == "pp":
-            if re.match(r"#\s*define\s+VR_", text):
+            if re.match(r"#\s*define\s+(VR_|VRANGE_VERSION_)", text):
                 consts.append(text)
         elif kind == "blank":
             flush_consts()
@@ -347,8 +355,14 @@ def generate(header_path):
             pending_doc = None
         idx += 1
     flush_consts()
+    return intro, sections
 
-    names = {e[1] for _, es in sections for e in es if e[0] == "entry" and e[3]}
+
+def generate(header_path):
+    rel = os.path.relpath(header_path, ROOT)
+    warnings = []
+    intro, sections = parse_header(header_path)
+    names = {e[1] for _, es, _ in sections for e in es if e[0] == "entry" and e[3]}
     doc = Doc(names)
 
     out = [
@@ -369,7 +383,7 @@ def generate(header_path):
 
     # index of functions
     out += ["## Functions", ""]
-    for title, entries in sections:
+    for title, entries, _ in sections:
         funcs = [e for e in entries if e[0] == "entry" and decl_kind(e[2]) == "function"]
         if not funcs:
             continue
@@ -377,7 +391,7 @@ def generate(header_path):
             "[`%s`](#%s)" % (e[1], e[1].lower()) for e in funcs)))
     out.append("")
 
-    for title, entries in sections:
+    for title, entries, _ in sections:
         if not entries:
             continue
         out += ["## " + title, ""]
@@ -385,6 +399,7 @@ def generate(header_path):
             if e[0] == "consts":
                 _, cap, lines = e
                 if cap:
+                    cap = " ".join(x.strip() for x in cap.split("\n"))
                     out += [doc.inline(capital(cap)) + ":", ""]
                 out += ["```c"] + [format_decl(x).rstrip(";") for x in lines] + ["```", ""]
                 continue
