@@ -6,16 +6,25 @@
  *
  * Each region of a shared file is a member of the file's coop block
  * (shm->coop), with a listener thread that arms and disarms guard markers
- * on this region's own mapping when another process asks.  Under the
- * region lock (held by every caller of arm/disarm, see private.h):
- *   arm     own markers, then VR_COOP_ARM to every other mapper, waiting
- *           up to VR_COOP_TIMEOUT_MS; one that does not answer (a stopped
- *           process) makes the purge skip the range: own markers off,
- *           VR_COOP_DISARM posted without waiting, -EBUSY, counted in
- *           VR_STAT_SKIPPED_BUSY (and VR_STAT_SKIPPED);
- *   disarm  the pages made present (fallocate(0): holes only ever lie in
- *           purged ranges, shared.h), own markers off, VR_COOP_DISARM to
- *           the others (a late one catches up: coop.h, CATCHING UP);
+ * on this region's own mapping when another process asks.  What the
+ * order below keeps is shared.h's TRAPPED HOLES: a hole is trapped in
+ * every mapping.  Under the region lock (held by every caller of
+ * arm/disarm, see private.h):
+ *   arm     (the record already published purged: purge.c) own markers,
+ *           then VR_COOP_ARM to every other mapper, waiting up to
+ *           VR_COOP_TIMEOUT_MS; the caller punches only after 0.  One
+ *           that does not answer (a stopped process) makes the purge skip
+ *           the range: VR_COOP_DISARM posted without waiting, own markers
+ *           off, -EBUSY, counted in VR_STAT_SKIPPED_BUSY (and
+ *           VR_STAT_SKIPPED);
+ *   disarm  the pages made present (fallocate(0)) first, so no hole is
+ *           left to uncover; own markers off; VR_COOP_DISARM to the
+ *           others (a late one catches up: coop.h, CATCHING UP).  If the
+ *           own markers would not come off, the others are not told and
+ *           the own are put back: the range stays purged and trapped;
+ *   rearm   (repair, shared.c) own markers and VR_COOP_ARM, taking
+ *           nothing back on a timeout: markers on a purged range are what
+ *           the map asks for;
  *   attach  join the coop under the region lock and arm the whole pages
  *           of every purged range of this mapping before the lock goes:
  *           a process that joins after a purge traps too (S28);
@@ -156,8 +165,15 @@ static int coop_disarm(struct vr_region *r, void *addr, size_t len)
 	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0)
 		return -errno;
 	int err = own(r, off, len, MADV_GUARD_REMOVE);
+	if (err < 0) {
+		/* the unmark fails and the range stays purged: every mapping
+		 * keeps trapping it (own markers back, best effort; a marker
+		 * that stays off uncovers zeros, never a hole: filled above) */
+		own(r, off, len, MADV_GUARD_INSTALL);
+		return err;
+	}
 	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_DISARM, off, len, VR_COOP_TIMEOUT_MS);
-	return err;
+	return 0;
 }
 
 static int coop_attach(struct vr_region *r)
@@ -203,6 +219,20 @@ void vr_trap_coop_resync_all(struct vr_region *r)
 	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_RESYNC, 0, 0, 0);
 	if (r->coop_m)
 		set_markers(r);
+}
+
+int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len)
+{
+	struct vr_coop *c = coop_of(r);
+	if (r->coop_m) {
+		int err = own(r, off, len, MADV_GUARD_INSTALL);
+		if (err < 0)
+			return err;
+	}
+	if (vr_coop_count(c) == 0)
+		return 0; /* userfaultfd mappings only: the hole is the trap */
+	return vr_coop_request(c, r->coop_m, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) ? -EBUSY
+											: 0;
 }
 
 /* A file may have mappers of both kinds: a process whose userfaultfd
