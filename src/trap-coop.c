@@ -109,6 +109,9 @@ static int set_markers(struct vr_region *r)
 	return err;
 }
 
+/* The one op that may request (coop.h, REQUESTS): a trylock that finds
+ * the holder dead repairs here, and repair arms every mapping before it
+ * punches (shared.h, TRAPPED HOLES). */
 static int op_resync(void *arg, const struct vr_coop_member *m)
 {
 	struct vr_region *r = arg;
@@ -210,8 +213,8 @@ const struct vr_trap_ops vr_trap_coop = {
 };
 
 /* after a repair (shared.c): every mapper sets its markers from the map
- * again (a requester killed between its ARM and the punch left markers
- * on bytes never purged); this one now, under the lock */
+ * again (shared.h, TRAPPED HOLES: a holder killed may have left markers
+ * on bytes it had not published); this one now, under the lock */
 void vr_trap_coop_resync_all(struct vr_region *r)
 {
 	if (!r->coop_m && vr_coop_count(coop_of(r)) == 0)
