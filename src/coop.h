@@ -274,6 +274,30 @@ int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint
 bool vr_coop_pending(const struct vr_coop_member *m) _nonnull_();
 
 /*
+ * vr_coop_sync_self - wait until this process's listener applied every
+ *   request posted so far
+ * @m: the caller's own membership
+ * @timeout_ms: how long to wait
+ *
+ * For a requester, before it changes its own mapping: the listener skips
+ * the requests of its own process (their caller applied them itself), so
+ * an older request of another process that it applies late would undo
+ * the caller's own change (a late DISARM taking off the markers of a
+ * range the caller then punched; a late ARM leaving a marker on a range
+ * the caller unmarked, which its fault path, caught up, would forward as
+ * a SIGSEGV).  Called first, no request of another process is left to
+ * apply after the caller's own change.  The listener needs no lock to
+ * apply requests (a resync waiting for the caller's lock runs only once
+ * caught up), so the wait is short.
+ *
+ * Returns: 0; -ETIMEDOUT after timeout_ms.
+ * Since: 0.3
+ * Context: the region lock held; not from a signal handler of the
+ *   listener's thread (the listener itself returns 0 at once).
+ */
+int vr_coop_sync_self(const struct vr_coop_member *m, int timeout_ms) _nonnull_();
+
+/*
  * vr_coop_caught_up - this member's markers follow every request posted
  * @m: a member of this process
  *

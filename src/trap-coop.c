@@ -150,9 +150,21 @@ static int request_arm(struct vr_region *r, struct vr_coop_member *self, uint64_
 	return -EBUSY;
 }
 
+/* before this mapping's own markers change: its listener has applied
+ * every request of the others posted so far (coop.h, vr_coop_sync_self) */
+static int sync_self(struct vr_region *r)
+{
+	if (!r->coop_m || vr_coop_sync_self(r->coop_m, VR_COOP_TIMEOUT_MS) == 0)
+		return 0;
+	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
+	return -EBUSY;
+}
+
 static int coop_arm(struct vr_region *r, void *addr, size_t len)
 {
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
+	if (sync_self(r) < 0)
+		return -EBUSY; /* the purge skips the range: nothing armed */
 	int err = own(r, off, len, MADV_GUARD_INSTALL);
 	if (err < 0)
 		return err;
@@ -167,6 +179,11 @@ static int coop_disarm(struct vr_region *r, void *addr, size_t len)
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
 	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0)
 		return -errno;
+	/* an unmark does not fail for a slow listener of its own: waited
+	 * for longer, then done regardless (a late ARM may then leave a
+	 * marker, which the next resync takes off) */
+	if (r->coop_m)
+		(void)vr_coop_sync_self(r->coop_m, 10 * VR_COOP_TIMEOUT_MS);
 	int err = own(r, off, len, MADV_GUARD_REMOVE);
 	if (err < 0) {
 		/* the unmark fails and the range stays purged: every mapping
@@ -220,15 +237,17 @@ void vr_trap_coop_resync_all(struct vr_region *r)
 	if (!r->coop_m && vr_coop_count(coop_of(r)) == 0)
 		return;
 	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_RESYNC, 0, 0, 0);
-	if (r->coop_m)
-		set_markers(r);
+	if (r->coop_m && sync_self(r) == 0)
+		set_markers(r); /* else its listener resyncs, after the unlock */
 }
 
 int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len)
 {
 	struct vr_coop *c = coop_of(r);
 	if (r->coop_m) {
-		int err = own(r, off, len, MADV_GUARD_INSTALL);
+		int err = sync_self(r);
+		if (!err)
+			err = own(r, off, len, MADV_GUARD_INSTALL);
 		if (err < 0)
 			return err;
 	}
