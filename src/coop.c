@@ -427,6 +427,21 @@ bool vr_coop_pending(const struct vr_coop_member *m)
 	return atomic_load(&m->c->seq) != m->done || atomic_load(&m->stop);
 }
 
+int vr_coop_sync_self(const struct vr_coop_member *m, int timeout_ms)
+{
+	if (pthread_equal(pthread_self(), m->thread))
+		return 0; /* the listener itself: it runs ops only caught up */
+	uint32_t s = atomic_load(&m->c->seq);
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+	while (atomic_load(&m->done) != s && !atomic_load(&m->stop)) {
+		if (now_ns() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 20000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 bool vr_coop_caught_up(const struct vr_coop_member *m)
 {
 	return atomic_load(&m->done) == atomic_load(&m->c->seq) && !atomic_load(&m->need_resync);

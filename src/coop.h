@@ -43,7 +43,12 @@
  *
  *   vr_coop_request is called by one process at a time per coop (the
  *   caller holds the region's process-shared lock, so requests never
- *   overlap; nothing here checks it).  It writes the request into the
+ *   overlap; nothing here checks it).  A listener's op never requests,
+ *   with one exception: ops->resync once it holds that lock (trap-coop.c
+ *   takes it with trylock; finding its holder dead, it repairs, and the
+ *   repair requests).  No other request can be in flight then, and the
+ *   listener's own membership skips the request (the caller applies it
+ *   to its own mapping itself).  It writes the request into the
  *   ring, publishes its sequence number (the futex word every listener
  *   sleeps on), wakes every listener, and waits on a second futex until
  *   each live mapper other than the caller acknowledged it, failed it, is
@@ -87,10 +92,12 @@
  *   entry that no sequence number points to (the next requester rewrites
  *   it) or a published request nobody was woken for (the next request's
  *   wake-up makes every listener apply both; listeners also wake once a
- *   second on their own).  A requester killed between its ARM and the
- *   publication of the purge leaves markers on bytes never purged in
- *   every mapper: the repair (the next locker, on EOWNERDEAD) posts
- *   VR_COOP_RESYNC and resyncs its own mapping.  Listeners never wait
+ *   second on their own).  What a requester killed between its requests
+ *   leaves in the mappings (markers armed for a purge it did not finish,
+ *   or taken off for an unmark it did not publish) is the caller's to
+ *   repair: src/shared.h, TRAPPED HOLES, is the one invariant and how the
+ *   repair keeps it (an ARM every live mapper acknowledged before it
+ *   punches again, then VR_COOP_RESYNC).  Listeners never wait
  *   for a requester.  A listener (or its process) killed mid-request is
  *   found dead by the requester's liveness check; the wait is bounded by
  *   the timeout in any case.  A slot dropped while its owner lives (a pid namespace
@@ -248,7 +255,9 @@ void vr_coop_leave_inherited(struct vr_coop_member *m);
  *   range; -EINVAL for another op or a negative timeout.
  * Since: 0.2
  * Context: blocks up to timeout_ms (futex waits); allocates nothing;
- *   never from a listener's op; not async-signal-safe.
+ *   never from a listener's op, except a resync holding the region lock
+ *   (REQUESTS); async-signal-safe but for the snprintf of a /proc path
+ *   (the fault path's repair and purges call it).
  */
 int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint64_t off,
 		    uint64_t len, int timeout_ms) _nonnull_(1);
@@ -263,6 +272,30 @@ int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint
  * Context: the member's listener thread only; lock-free.
  */
 bool vr_coop_pending(const struct vr_coop_member *m) _nonnull_();
+
+/*
+ * vr_coop_sync_self - wait until this process's listener applied every
+ *   request posted so far
+ * @m: the caller's own membership
+ * @timeout_ms: how long to wait
+ *
+ * For a requester, before it changes its own mapping: the listener skips
+ * the requests of its own process (their caller applied them itself), so
+ * an older request of another process that it applies late would undo
+ * the caller's own change (a late DISARM taking off the markers of a
+ * range the caller then punched; a late ARM leaving a marker on a range
+ * the caller unmarked, which its fault path, caught up, would forward as
+ * a SIGSEGV).  Called first, no request of another process is left to
+ * apply after the caller's own change.  The listener needs no lock to
+ * apply requests (a resync waiting for the caller's lock runs only once
+ * caught up), so the wait is short.
+ *
+ * Returns: 0; -ETIMEDOUT after timeout_ms.
+ * Since: 0.3
+ * Context: the region lock held; not from a signal handler of the
+ *   listener's thread (the listener itself returns 0 at once).
+ */
+int vr_coop_sync_self(const struct vr_coop_member *m, int timeout_ms) _nonnull_();
 
 /*
  * vr_coop_caught_up - this member's markers follow every request posted

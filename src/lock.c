@@ -10,11 +10,14 @@
 __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
 
 #ifndef NDEBUG
+#define VR_RANK_NAME_(id, name) name,
+static const char *const rank_names[] = { "?", VR_LOCK_RANKS(VR_RANK_NAME_) };
+#undef VR_RANK_NAME_
+_Static_assert(VR_ARRAY_SIZE(rank_names) == VR_RANK_NR, "a lock rank without its name");
+
 static const char *rank_name(unsigned rank)
 {
-	static const char *const names[] = { "?",      "global",   "purge", "ctx",
-					     "region", "registry", "log" };
-	return rank < VR_ARRAY_SIZE(names) ? names[rank] : "?";
+	return rank < VR_RANK_NR ? rank_names[rank] : "?";
 }
 
 void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top)

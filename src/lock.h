@@ -40,18 +40,27 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 
+/* The ranks, in order, with the name a violation prints: one list, so
+ * a rank cannot be added without its name (lock.c builds its table from
+ * it and checks the count). */
+#define VR_LOCK_RANKS(X)                                                                           \
+	X(GLOBAL, "global")       /* vr_global_lock: one-time setup, fork.c */                     \
+	X(PURGE, "purge")         /* ctx->purge_lock */                                            \
+	X(CTX, "ctx")             /* ctx->lock */                                                  \
+	X(REGION, "region")       /* region->lock, a shared file's shm->lock */                    \
+	X(OBJ_CLASS, "obj class") /* obj.h: a size class's lock */                                 \
+	X(OBJ_SPAN, "obj span")   /* obj.h: objs->span_lock */                                     \
+	X(SHM, "shm list")        /* shared.c: the list of shared-state mappings */                \
+	X(REGISTRY, "registry")   /* registry.c wlock */                                           \
+	X(OBJ_LRU, "obj lru")     /* obj.h: a log's lock, objs->rq_lock (leaves) */                \
+	X(LOG, "log")             /* log.c: log_lock (leaf) */
+
+#define VR_RANK_ENUM_(id, name) VR_RANK_##id,
 enum vr_lock_rank {
-	VR_RANK_GLOBAL = 1, /* vr_global_lock: one-time setup, fork.c */
-	VR_RANK_PURGE,      /* ctx->purge_lock */
-	VR_RANK_CTX,        /* ctx->lock */
-	VR_RANK_REGION,     /* region->lock */
-	VR_RANK_OBJ_CLASS,  /* obj.h: a size class's lock */
-	VR_RANK_OBJ_SPAN,   /* obj.h: objs->span_lock */
-	VR_RANK_SHM,        /* shared.c: the list of shared-state mappings */
-	VR_RANK_REGISTRY,   /* registry.c wlock */
-	VR_RANK_OBJ_LRU,    /* obj.h: a log's lock, objs->rq_lock (leaves) */
-	VR_RANK_LOG,        /* log.c: log_lock (leaf) */
+	VR_RANK_NONE_ = 0, /* "no lock" in messages */
+	VR_LOCK_RANKS(VR_RANK_ENUM_) VR_RANK_NR
 };
+#undef VR_RANK_ENUM_
 
 /* Kept small: initial-exec TLS of a library that may be dlopen()ed comes
  * out of glibc's static TLS surplus (88 bytes here).  Deeper nesting than

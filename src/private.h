@@ -294,7 +294,10 @@ bool vr_trap_uffd_works(void);
 /* trap-coop.c: shared regions where userfaultfd is refused (S32) */
 extern const struct vr_trap_ops vr_trap_coop;
 void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
-void vr_trap_coop_wait(struct vr_region *r) _nonnull_();       /* async-signal-safe */
+/* repair: every mapping traps [off, off + len) of a purged range (lock
+ * held); 0, or not known trapped everywhere: do not punch */
+int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
+void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
 /* the uffd backend on a shared file: tell its guard-protocol mappers */
 int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len) _nonnull_();
 /* trap-uffd.c: the userfaultfd backend's entries */

@@ -3,17 +3,23 @@
  * purge.c - the purge engine: the only code that arms traps to discard
  * pages; the memory itself is freed through the region's kind (kind.c).
  *
- * Discarding pages, in this order (architecture.md, problem 2):
- *   1. arm the trap on the whole pages (a thread touching them from now on
- *      faults and waits on the region lock in the fault path);
- *   2. free the memory (punch the memfd hole, or MADV_DONTNEED / the guard
+ * Purging a range, in this order, all under the region lock:
+ *   1. publish "purged" in the record (purge_range);
+ *   2. arm the trap on the whole pages, in every mapping (a thread
+ *      touching them from now on faults and waits on the region lock in
+ *      the fault path; a shared region's other mappers acknowledge);
+ *   3. free the memory (punch the memfd hole, or MADV_DONTNEED / the guard
  *      install itself for anonymous memory): the data is gone, but nobody
  *      can read zeros as data since every access traps;
- *   3. publish "purged" in the map.
- * All three happen under the region lock, so vr_unmark / vr_status / the
- * fault path see either the intact range or the purged one.  If the trap
- * cannot be armed (ENOMEM at the VMA limit) nothing is punched and the
- * range is skipped, keeping its data and its LRU place.
+ *   4. account the purge (gauges, LRU).
+ * Why this order: for a shared file it is what keeps shared.h's TRAPPED
+ * HOLES through a SIGKILL at any step (the rule is written there once);
+ * for the others the lock hides it, but arming before punching is the
+ * rule for every region.  vr_unmark, vr_status and the fault path see
+ * either the intact range or the purged one.  If the trap cannot be
+ * armed (ENOMEM at the VMA limit, a mapper that does not answer) nothing
+ * is punched, "purged" is taken back, and the range is skipped, keeping
+ * its data and its LRU place.
  *
  * LRU across regions: each region keeps its own list ordered by age; a
  * purge run merges them by age with a small heap of regions, re-reading a
@@ -138,8 +144,9 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 	uint64_t p0, p1;
 	if (!vr_whole_pages(rg->start, rg->end, r->map->page_shift, &p0, &p1))
 		return -EINVAL; /* never on the LRU */
-	/* publish, then punch (shared.h, ORDER OF EFFECTS): a process killed
-	 * in between leaves a purged record, whose pages repair punches */
+	/* publish, arm, punch (shared.h, TRAPPED HOLES): a process killed
+	 * in between leaves a purged record, which repair arms everywhere,
+	 * then punches */
 	rg->age_flags |= VR_RANGE_PURGED;
 	int err = vr_discard_pages(r, p0, p1);
 	if (err == VR_DISCARD_STUCK) {

@@ -295,8 +295,8 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	struct vr_range *nr = vr_map_alloc(m);
 	if (!nr)
 		return alloc_err(r);
-	/* the merged range is written first, PENDING (shared.h, ORDER OF
-	 * EFFECTS): a process killed from here on leaves it to repair, which
+	/* the merged range is written first, PENDING (shared.h, TRAPPED
+	 * HOLES): a process killed from here on leaves it to repair, which
 	 * joins it with what it replaces, purged if it is */
 	nr->start = s;
 	nr->end = e;

@@ -119,9 +119,13 @@ int vr_shared_create(const char *name, size_t size, struct vr_shm_tail *t)
 	munmap(s, t->state_size);
 	s = MAP_FAILED;
 	/* the tail last: a file is recognised only once its state is whole */
-	if (pwrite(fd, t, sizeof(*t), (off_t)(total - TAIL_BYTES)) != (ssize_t)sizeof(*t) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-		err = errno ? -errno : -EIO;
+	ssize_t n = pwrite(fd, t, sizeof(*t), (off_t)(total - TAIL_BYTES));
+	if (n != (ssize_t)sizeof(*t)) {
+		err = n < 0 ? -errno : -EIO; /* short: errno was not set */
+		goto fail;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+		err = -errno;
 		goto fail;
 	}
 	return fd;
@@ -227,30 +231,52 @@ void vr_shared_put(struct vr_shm_map *sm, bool inherited)
 
 /* ---- the lock, and the repair after a holder died ---- */
 
-/* the file's gauges recounted, every purged range's whole pages punched
- * again, the hint published (lock held, the map rebuilt) */
-static void recount_and_repunch(struct vr_region *r)
+/* the file's gauges recounted from the map (lock held, the map rebuilt) */
+static void recount(struct vr_shm *s)
 {
-	struct vr_shm *s = r->shm;
 	struct vr_map *m = &s->map;
 	uint64_t n = 0, vol = 0, pur = 0;
 	for (struct vr_range *x = vr_map_first_end_after(m, 0); x; x = vr_map_next(m, x)) {
-		uint64_t p0, p1;
 		n++;
-		if (!vr_range_purged(x)) {
+		if (vr_range_purged(x))
+			pur += x->end - x->start;
+		else
 			vol += x->end - x->start;
-			continue;
-		}
-		pur += x->end - x->start;
-		if (vr_whole_pages(x->start, x->end, m->page_shift, &p0, &p1))
-			fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
-				  (off_t)(p1 - p0));
 	}
 	atomic_store_explicit(&s->nranges, n, memory_order_relaxed);
 	atomic_store_explicit(&s->volatile_bytes, vol, memory_order_relaxed);
 	atomic_store_explicit(&s->purged_bytes, pur, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->trap_epoch, 1, memory_order_relaxed);
-	atomic_store_explicit(&s->oldest_age, vr_lru_oldest_age(m), memory_order_relaxed);
+}
+
+/* Every purged range's whole pages punched again, each only after every
+ * mapping traps them (shared.h, TRAPPED HOLES: the dead holder may have
+ * published a purge no member has armed yet, or had members disarm a
+ * range it then did not trim).  Once a member does not answer (stopped),
+ * nothing more is asked or punched: each request would cost the timeout,
+ * and what is left is safe as it is (data, or holes (T) already traps),
+ * with the ranges purged.  A failed punch is as safe: the pages keep
+ * their data behind the markers.  Lock held, the map rebuilt. */
+static void rearm_and_repunch(struct vr_region *r)
+{
+	struct vr_map *m = &r->shm->map;
+	uint64_t left = 0;
+	for (struct vr_range *x = vr_map_first_end_after(m, 0); x; x = vr_map_next(m, x)) {
+		uint64_t p0, p1;
+		if (!vr_range_purged(x) ||
+		    !vr_whole_pages(x->start, x->end, m->page_shift, &p0, &p1))
+			continue;
+		if (left || vr_trap_coop_rearm(r, p0, p1 - p0) < 0) {
+			left++;
+			continue;
+		}
+		if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
+				 (off_t)(p1 - p0)) < 0)
+			vr_dbg("repair: punch of [%llu, %llu) failed: %s", (unsigned long long)p0,
+			       (unsigned long long)p1, strerror(errno));
+	}
+	if (left)
+		vr_dbg("repair: %llu purged ranges left unpunched: a mapper did not arm",
+		       (unsigned long long)left);
 }
 
 /* EOWNERDEAD: this thread holds the lock, the map may be mid-change */
@@ -266,8 +292,11 @@ static void repair(struct vr_region *r)
 		vr_log_raw("vrange: shared state of a dead process cannot be repaired\n");
 		abort();
 	}
-	recount_and_repunch(r);
-	vr_trap_coop_resync_all(r); /* markers of a purge cut short */
+	recount(s);
+	rearm_and_repunch(r);
+	atomic_fetch_add_explicit(&s->trap_epoch, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->oldest_age, vr_lru_oldest_age(&s->map), memory_order_relaxed);
+	vr_trap_coop_resync_all(r); /* markers of a purge cut short (TRAPPED HOLES) */
 	atomic_fetch_add_explicit(&s->repairs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&r->ctx->repairs, 1, memory_order_relaxed);
 	if (pthread_mutex_consistent(&s->lock) != 0)

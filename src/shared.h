@@ -25,16 +25,41 @@
  * that file in the process), so vr_held() recognises the lock whichever
  * region of the file a call came through.
  *
- * ORDER OF EFFECTS (what makes a process killed at any instant harmless):
- *   1. publish "purged" in a record, then punch (purge.c purge_range,
- *      region.c mark over a purged range: the merged record is written
- *      VR_RANGE_PENDING with its final bounds before anything is punched);
- *   2. make pages present (fallocate(0), the uffd backend's disarm), then
- *      publish "not volatile" (region.c unmark);
- *   3. never fill a hole without the lock.
- * So, whenever the lock is free or its holder died: every hole in the data
- * lies in whole pages of a record that is purged (or PENDING purged), and
- * a purged record's pages are holes or zero pages that repair punches.
+ * TRAPPED HOLES: the one invariant of a shared file's data, kept at every
+ * instant, whoever is killed where (every rule about the order of arming,
+ * punching, filling and publishing cites it):
+ *   (H) a hole lies in whole pages of a record that is purged (or PENDING
+ *       purged): non-volatile bytes are never holes;
+ *   (T) a hole is trapped in every mapping of the file: a userfaultfd
+ *       mapping traps holes by itself, every member of the guard protocol
+ *       (coop.h) holds a marker on it.
+ * So no mapping ever reads a hole as data.  The paths that keep it:
+ *   purge    publish "purged" in the record, arm every mapping (own
+ *            markers, then an ARM every live member acknowledged), punch
+ *            (purge.c purge_range; region.c's mark over a purged range
+ *            writes the merged record PENDING, with its final bounds,
+ *            before purge_at_once arms and punches its gaps): killed
+ *            anywhere, the record is purged and its pages are data or
+ *            holes armed everywhere;
+ *   unmark   fill the holes (fallocate(0)), then take the markers off
+ *            (own, then DISARM to the others), then trim the records
+ *            (region.c unmark_locked, vr_restore_pages): killed anywhere,
+ *            no hole is left, and a purged record may hold zero pages some
+ *            mappings no longer trap (repair arms them again, below);
+ *   join     makes no page present and no hole (S33), and arms the purged
+ *            ranges before it releases the lock (trap-coop.c attach);
+ *   repair   punches a page again only once every mapping is known to
+ *            trap it (shared.c rearm_and_repunch): own markers and an ARM
+ *            acknowledged by every live member first; a member that does
+ *            not answer leaves the rest as it is (data, or holes trapped
+ *            by (T)) and the records purged;
+ *   nothing else punches, and nothing fills a hole without the lock.
+ * The reverse holds only for members caught up (vr_coop_caught_up): their
+ * markers lie on whole pages of purged records, except on pages the lock
+ * holder is changing.  A holder killed may leave markers on bytes it had
+ * not published (an ARM it had not taken back yet): repair posts
+ * VR_COOP_RESYNC after it re-punched, and each member sets its markers
+ * from the map again (a member's fault path waits for that: fault.c).
  *
  * DEATH (S30).  A locker that gets EOWNERDEAD holds the lock and repairs
  * before anything else (vr_shared_lock -> repair): the seq stays odd (the
@@ -42,11 +67,16 @@
  * repairer unlocks; the map's tree and LRU are rebuilt from its records
  * (vr_map_rebuild: a change cut short leaves overlapping records, joined,
  * PURGED if any part was); the file's gauges are recounted; every purged
- * range's whole pages are punched again (idempotent: a purger killed
- * between publish and punch leaves the range wholly purged, never half);
- * pthread_mutex_consistent() last.  A repairer that dies in turn leaves
- * EOWNERDEAD to the next locker, which repairs again.  Repair allocates
- * nothing and may run in the fault path (it sorts in place).
+ * range's whole pages are armed in every mapping and punched again, as
+ * TRAPPED HOLES says (a purger killed between publish and punch leaves
+ * the range wholly purged, never half; an unmarker killed before it
+ * trimmed leaves it purged, as if it had not been called); the markers
+ * are resynced; pthread_mutex_consistent() last.  A repairer that dies in
+ * turn leaves EOWNERDEAD to the next locker, which repairs again.  Repair
+ * allocates nothing and may run in the fault path (it sorts in place)
+ * and on a listener thread (its resync's trylock; coop.h allows that
+ * requester).  It waits for the protocol's answers: up to its timeout
+ * (100 ms) once if a member is stopped.
  *
  * FORK.  The state mapping is MADV_DONTFORK like the data: a child has
  * neither, and only destroys its inherited regions (S18), which frees

@@ -6,16 +6,25 @@
  *
  * Each region of a shared file is a member of the file's coop block
  * (shm->coop), with a listener thread that arms and disarms guard markers
- * on this region's own mapping when another process asks.  Under the
- * region lock (held by every caller of arm/disarm, see private.h):
- *   arm     own markers, then VR_COOP_ARM to every other mapper, waiting
- *           up to VR_COOP_TIMEOUT_MS; one that does not answer (a stopped
- *           process) makes the purge skip the range: own markers off,
- *           VR_COOP_DISARM posted without waiting, -EBUSY, counted in
- *           VR_STAT_SKIPPED_BUSY (and VR_STAT_SKIPPED);
- *   disarm  the pages made present (fallocate(0): holes only ever lie in
- *           purged ranges, shared.h), own markers off, VR_COOP_DISARM to
- *           the others (a late one catches up: coop.h, CATCHING UP);
+ * on this region's own mapping when another process asks.  What the
+ * order below keeps is shared.h's TRAPPED HOLES: a hole is trapped in
+ * every mapping.  Under the region lock (held by every caller of
+ * arm/disarm, see private.h):
+ *   arm     (the record already published purged: purge.c) own markers,
+ *           then VR_COOP_ARM to every other mapper, waiting up to
+ *           VR_COOP_TIMEOUT_MS; the caller punches only after 0.  One
+ *           that does not answer (a stopped process) makes the purge skip
+ *           the range: VR_COOP_DISARM posted without waiting, own markers
+ *           off, -EBUSY, counted in VR_STAT_SKIPPED_BUSY (and
+ *           VR_STAT_SKIPPED);
+ *   disarm  the pages made present (fallocate(0)) first, so no hole is
+ *           left to uncover; own markers off; VR_COOP_DISARM to the
+ *           others (a late one catches up: coop.h, CATCHING UP).  If the
+ *           own markers would not come off, the others are not told and
+ *           the own are put back: the range stays purged and trapped;
+ *   rearm   (repair, shared.c) own markers and VR_COOP_ARM, taking
+ *           nothing back on a timeout: markers on a purged range are what
+ *           the map asks for;
  *   attach  join the coop under the region lock and arm the whole pages
  *           of every purged range of this mapping before the lock goes:
  *           a process that joins after a purge traps too (S28);
@@ -100,6 +109,9 @@ static int set_markers(struct vr_region *r)
 	return err;
 }
 
+/* The one op that may request (coop.h, REQUESTS): a trylock that finds
+ * the holder dead repairs here, and repair arms every mapping before it
+ * punches (shared.h, TRAPPED HOLES). */
 static int op_resync(void *arg, const struct vr_coop_member *m)
 {
 	struct vr_region *r = arg;
@@ -138,9 +150,21 @@ static int request_arm(struct vr_region *r, struct vr_coop_member *self, uint64_
 	return -EBUSY;
 }
 
+/* before this mapping's own markers change: its listener has applied
+ * every request of the others posted so far (coop.h, vr_coop_sync_self) */
+static int sync_self(struct vr_region *r)
+{
+	if (!r->coop_m || vr_coop_sync_self(r->coop_m, VR_COOP_TIMEOUT_MS) == 0)
+		return 0;
+	atomic_fetch_add_explicit(&r->ctx->skipped_busy, 1, memory_order_relaxed);
+	return -EBUSY;
+}
+
 static int coop_arm(struct vr_region *r, void *addr, size_t len)
 {
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
+	if (sync_self(r) < 0)
+		return -EBUSY; /* the purge skips the range: nothing armed */
 	int err = own(r, off, len, MADV_GUARD_INSTALL);
 	if (err < 0)
 		return err;
@@ -155,9 +179,21 @@ static int coop_disarm(struct vr_region *r, void *addr, size_t len)
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
 	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0)
 		return -errno;
+	/* an unmark does not fail for a slow listener of its own: waited
+	 * for longer, then done regardless (a late ARM may then leave a
+	 * marker, which the next resync takes off) */
+	if (r->coop_m)
+		(void)vr_coop_sync_self(r->coop_m, 10 * VR_COOP_TIMEOUT_MS);
 	int err = own(r, off, len, MADV_GUARD_REMOVE);
+	if (err < 0) {
+		/* the unmark fails and the range stays purged: every mapping
+		 * keeps trapping it (own markers back, best effort; a marker
+		 * that stays off uncovers zeros, never a hole: filled above) */
+		own(r, off, len, MADV_GUARD_INSTALL);
+		return err;
+	}
 	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_DISARM, off, len, VR_COOP_TIMEOUT_MS);
-	return err;
+	return 0;
 }
 
 static int coop_attach(struct vr_region *r)
@@ -194,15 +230,31 @@ const struct vr_trap_ops vr_trap_coop = {
 };
 
 /* after a repair (shared.c): every mapper sets its markers from the map
- * again (a requester killed between its ARM and the punch left markers
- * on bytes never purged); this one now, under the lock */
+ * again (shared.h, TRAPPED HOLES: a holder killed may have left markers
+ * on bytes it had not published); this one now, under the lock */
 void vr_trap_coop_resync_all(struct vr_region *r)
 {
 	if (!r->coop_m && vr_coop_count(coop_of(r)) == 0)
 		return;
 	vr_coop_request(coop_of(r), r->coop_m, VR_COOP_RESYNC, 0, 0, 0);
-	if (r->coop_m)
-		set_markers(r);
+	if (r->coop_m && sync_self(r) == 0)
+		set_markers(r); /* else its listener resyncs, after the unlock */
+}
+
+int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len)
+{
+	struct vr_coop *c = coop_of(r);
+	if (r->coop_m) {
+		int err = sync_self(r);
+		if (!err)
+			err = own(r, off, len, MADV_GUARD_INSTALL);
+		if (err < 0)
+			return err;
+	}
+	if (vr_coop_count(c) == 0)
+		return 0; /* userfaultfd mappings only: the hole is the trap */
+	return vr_coop_request(c, r->coop_m, VR_COOP_ARM, off, len, VR_COOP_TIMEOUT_MS) ? -EBUSY
+											: 0;
 }
 
 /* A file may have mappers of both kinds: a process whose userfaultfd

@@ -39,7 +39,18 @@ static void sc_signal_level(void)
 	_exit(0);
 }
 
+/* every rank named in the message: the last two ranks, out of order,
+ * with stderr in the file the test reads (VT_LOCK_ERR) */
+static void sc_named_ranks(void)
+{
+	CK(dup2(atoi(getenv("VT_LOCK_ERR")), 2) == 2);
+	vr_lock(&a, VR_RANK_LOG);
+	vr_lock(&b, VR_RANK_OBJ_LRU); /* aborts */
+	_exit(0);
+}
+
 static const struct vt_scenario scenarios[] = {
+	{ "named_ranks", sc_named_ranks },
 	{ "wrong_order", sc_wrong_order },
 	{ "wrong_release", sc_wrong_release },
 	{ "signal_level", sc_signal_level },
@@ -93,6 +104,27 @@ static void test_order_checked(void **state)
 	vt_assert_exit_ok(vt_run_scenario("signal_level"));
 }
 
+static void test_violation_names_ranks(void **state)
+{
+	(void)state;
+#ifdef NDEBUG
+	skip();
+#endif
+	int fd = memfd_create("vt-lock-err", 0);
+	assert_true(fd >= 0);
+	char buf[512];
+	snprintf(buf, sizeof(buf), "%d", fd);
+	setenv("VT_LOCK_ERR", buf, 1);
+	vt_assert_killed_by(vt_run_scenario("named_ranks"), SIGABRT);
+	unsetenv("VT_LOCK_ERR");
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = 0;
+	if (!strstr(buf, "taking obj lru lock") || !strstr(buf, "holding log lock"))
+		fail_msg("the message names a rank wrongly: %s", buf);
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -103,6 +135,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_held_stack),
 		cmocka_unit_test(test_overflow_is_held),
 		cmocka_unit_test(test_order_checked),
+		cmocka_unit_test(test_violation_names_ranks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
