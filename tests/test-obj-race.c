@@ -63,8 +63,7 @@ static void *racer(void *arg)
 			CK(rc == VR_INTACT || rc == VR_PURGED, "pin: %d", rc);
 			atomic_fetch_add(rc == VR_PURGED ? &G.purged_pins : &G.intact_pins, 1);
 			CK_EQ(vr_obj_unpin(G.o), 0);
-			if (i % 4 == 0)
-				sched_yield(); /* let a purger in */
+			sched_yield(); /* let a purger in */
 		}
 		pthread_barrier_wait(&G.end);
 	}
