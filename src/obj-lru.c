@@ -374,7 +374,7 @@ static int64_t take(struct vr_objs *os, const struct lentry *e)
 /* ---- purge sources for purge.c (ctx->purge_lock held) ---- */
 size_t vr_obj_nsources(struct vr_ctx *c)
 {
-	return atomic_load(&c->objs) ? OBJ_NLOG + 1 : 0;
+	return atomic_load(&c->objs) ? OBJ_NLOG : 0;
 }
 
 uint64_t vr_obj_src_oldest(struct vr_ctx *c, size_t i)

@@ -228,6 +228,48 @@ _export_ int vr_obj_status(const struct vr_obj *o)
 	return VR_STATE_VOLATILE | ((s & OS_PURGED) ? VR_STATE_PURGED : 0);
 }
 
+/*
+ * THE HANDLE'S STATE MACHINE (o->state; obj.h has the bits)
+ *
+ *   free -(new)-> PINNED -(unpin)-> volatile -(purge)-> PURGED
+ *   volatile -(pin)-> PINNED          PURGED -(pin)-> ZEROING -> PINNED
+ *
+ *   PINNED    LIVE|PINNED.  A small object's pin holds one count of pw on
+ *             each of its pages, so the purger cannot claim them.
+ *   volatile  LIVE (+ QUEUED for a large object): its pages may be claimed.
+ *   PURGED    LIVE|PURGED: discarded, unpinned.
+ *   ZEROING   LIVE|PINNED|PURGED, small objects only: the pin that won the
+ *             object clears its bytes (a straddling object keeps the bytes
+ *             of a page that was not discarded) while its page counts
+ *             still hold the pages, then clears PURGED.
+ *   Large objects have no ZEROING: their pages were punched whole and
+ *   read 0; a pin or purge in progress sets OS_PURGING instead, and the
+ *   other calls wait for it to clear.
+ *
+ * Rules (every call but vr_obj_free may race with any other on one
+ * handle, S20):
+ *   - A pin that sets PINNED hands its page counts to the object: the
+ *     next unpin, from any thread, drops them.  So once its compare-and-
+ *     swap succeeded, a pin may touch the object's memory only while
+ *     ZEROING keeps unpins away (issue 21, item 6: it zeroed a purged
+ *     object after the swap to PINNED; a concurrent pin + unpin dropped
+ *     the counts, a purge trapped the page again, and the memset raised
+ *     SIGBUS inside the library).
+ *   - Pin and unpin wait while another thread's pin is ZEROING (it ends
+ *     without a lock or a system call): a pin returns only once the
+ *     object is as S20 says, an unpin never takes the counts of a pin
+ *     still zeroing.  The intact pair pays one more bit test.
+ *   - Only the CAS that clears PINNED drops page counts, only the CAS
+ *     that sets it keeps them, so each pin's counts are dropped once.
+ */
+static void wait_zeroed(struct vr_obj *o, uint64_t *s)
+{
+	while ((*s & (OS_PINNED | OS_PURGED)) == (OS_PINNED | OS_PURGED)) {
+		sched_yield();
+		*s = atomic_load(&o->state);
+	}
+}
+
 _export_ int vr_obj_unpin(struct vr_obj *o)
 {
 	uint64_t s;
@@ -242,6 +284,8 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
 	bool large = s & OS_LARGE;
 	do {
+		if (_unlikely_(s & OS_PURGED))
+			wait_zeroed(o, &s); /* another thread's pin is zeroing it */
 		if (!(s & OS_PINNED))
 			return 0; /* another thread unpinned it */
 	} while (!atomic_compare_exchange_weak(
@@ -308,24 +352,18 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 	}
 }
 
-_export_ int vr_obj_pin(struct vr_obj *o)
+/* a small object: hold its pages, restore them if it was purged, then
+ * PINNED (or ZEROING, then PINNED): see the state machine above */
+static int pin_small(struct vr_objs *os, struct vr_obj *o)
 {
-	uint64_t s;
-	int err = check_obj(o, &s);
-	if (err < 0)
-		return err;
-	if (s & OS_PINNED)
-		return VR_INTACT;
-	struct vr_objs *os = obj_objs(o, s);
-	if (s & OS_LARGE)
-		return pin_large(os, o, s);
 	struct vr_opage *p;
 	unsigned n;
+	int err;
 	obj_pages(o, &p, &n);
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_hold(&p[i]);
 	/* with the pins held no purge can change PURGED under us */
-	s = atomic_load(&o->state);
+	uint64_t s = atomic_load(&o->state);
 	if ((s & (OS_PURGED | OS_PINNED)) == OS_PURGED) {
 		err = vr_objs_restore_small(os, o);
 		if (err < 0)
@@ -336,13 +374,13 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 			err = VR_INTACT;
 			goto undo;
 		}
-	} while (!atomic_compare_exchange_weak(&o->state, &s,
-					       (s | OS_PINNED) & ~(uint64_t)OS_PURGED));
+	} while (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED));
 	struct vr_shard *sh = my_shard(os->ctx);
 	if (s & OS_PURGED) {
-		/* bytes on a page that was not discarded (a straddling object)
-		 * kept their data: every byte of a purged object reads 0 */
+		/* ZEROING: bytes on a page that was not discarded (a straddling
+		 * object) kept their data: every byte of a purged object reads 0 */
 		memset(o->ptr, 0, obj_size(o));
+		atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGED);
 		atomic_fetch_sub_explicit(&sh->purged_bytes, obj_size(o), memory_order_relaxed);
 		return VR_PURGED;
 	}
@@ -360,7 +398,23 @@ undo:
 	}
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_drop(&p[i]);
+	if (err == VR_INTACT)
+		wait_zeroed(o, &s);
 	return err;
+}
+
+_export_ int vr_obj_pin(struct vr_obj *o)
+{
+	uint64_t s;
+	int err = check_obj(o, &s);
+	if (err < 0)
+		return err;
+	if (s & OS_PINNED) {
+		wait_zeroed(o, &s);
+		return VR_INTACT;
+	}
+	struct vr_objs *os = obj_objs(o, s);
+	return (s & OS_LARGE) ? pin_large(os, o, s) : pin_small(os, o);
 }
 
 _export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)

@@ -27,6 +27,9 @@
  * STATE (o->state, one atomic word: age << OS_AGE_SHIFT | flags)
  *   LIVE, PINNED, PURGED, LARGE, PURGING and QUEUED (large objects only).
  *   pin/unpin/free change it with compare-and-swap; nothing else locks.
+ *   PINNED|PURGED is ZEROING: a small object's pin clearing its bytes.
+ *   The state machine and the rules for racing calls on one handle are
+ *   in obj.c, above vr_obj_unpin.
  *   The age is kept relative to the arena's age_base (58 bits: 9 years of
  *   nanoseconds); log entries carry full ages.
  *
@@ -38,7 +41,9 @@
  *   pinned, and a pin that arrives meanwhile increments pw and waits for
  *   PG_PURGING to clear, then sees PURGED in its object's state (set
  *   before the clear).  Large objects do the same with OS_PURGING in the
- *   object's own state word.
+ *   object's own state word.  A pin's count belongs to the object once
+ *   PINNED is set (the next unpin, from any thread, drops it): after that
+ *   a thread touches the object's memory only as obj.c's ZEROING allows.
  *
  * LRU (exact S8 order, with lazy entries)
  *   Units are large objects and pages of small objects.  An unpin stamps

@@ -328,10 +328,13 @@ void vr_registry_atfork_child(void);
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
 uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_();
 uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
-/* the object LRU as purge sources (ctx->purge_lock held): sources
- * 0 .. vr_obj_nsources() - 1, each with the age of its oldest entry
- * (UINT64_MAX: empty) and a call that pops and purges that entry
- * (bytes reclaimed, 0 for a stale or skipped entry) */
+/* the object LRU as purge sources (ctx->purge_lock held): the logs
+ * 0 .. vr_obj_nsources() - 1 and the requeue heap, source
+ * vr_obj_nsources() (none when it returns 0), each with the age of its
+ * oldest entry (UINT64_MAX: empty) and a call that pops and purges that
+ * entry (bytes reclaimed, 0 for a stale or skipped entry).  A log's oldest
+ * only grows while purge_lock is held; the requeue heap's can fall (a
+ * stale entry of another source moves there), see purge.c */
 size_t vr_obj_nsources(struct vr_ctx *c) _nonnull_();
 uint64_t vr_obj_src_oldest(struct vr_ctx *c, size_t i) _nonnull_();
 int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i) _nonnull_();

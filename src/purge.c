@@ -181,16 +181,26 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
 	return vr_ctx_gauge(c, VR_G_VOLATILE) <= n;
 }
 
-/* Object LRU sources (obj-lru.c) in the heap, entries with r == NULL:
- * one step at the heap's top purges the source's oldest unit if no other
- * source holds an older one (obj-lru.c validates the unit) and returns
- * the bytes reclaimed.  A step may move an entry to another object source
- * (the requeue heap), so sources that were empty are looked at again
- * after each step; *in has a bit per object source present in the heap. */
+/* Object LRU sources (obj-lru.c).  The logs are entries with r == NULL
+ * in the heap; *in has a bit per log present in it.  A log's key is the
+ * age of its head entry, a lower bound of the unit's age (the entry is
+ * lazy), and a log never gets an older head while the purge lock is held
+ * (unpins append younger entries).  The requeue heap is not in the heap:
+ * a step that finds its entry's unit younger than the entry moves the
+ * entry there with the unit's true age, so its oldest can FALL during a
+ * purge, and a key in the heap would then be too young: the unit would
+ * be passed over (issue 21, item 7).  It is compared with the heap's top
+ * at every step instead (rq_oldest, one atomic load). */
+static inline uint64_t rq_oldest(struct vr_ctx *c)
+{
+	size_t nlog = vr_obj_nsources(c);
+	return nlog ? vr_obj_src_oldest(c, nlog) : UINT64_MAX;
+}
+
 static void obj_fill(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
 {
-	size_t nobj = vr_obj_nsources(c);
-	for (size_t i = 0; i < nobj; i++) {
+	size_t nlog = vr_obj_nsources(c);
+	for (size_t i = 0; i < nlog; i++) {
 		uint64_t age;
 		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(c, i)) == UINT64_MAX)
 			continue;
@@ -200,12 +210,20 @@ static void obj_fill(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *
 	}
 }
 
+/* does a source other than the heap's top hold something older than age?
+ * (the top's key may be stale: too old, never too young) */
+static bool older_elsewhere(struct vr_ctx *c, const struct vr_cand *h, size_t nh, uint64_t age)
+{
+	return (nh > 1 && age > h[1].age) || (nh > 2 && age > h[2].age) || age > rq_oldest(c);
+}
+
+/* one step of the log at the heap's top: purge its head if it is the
+ * oldest entry of all, else just correct its key */
 static uint64_t obj_step(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
 {
 	size_t src = h[0].src;
 	uint64_t age = vr_obj_src_oldest(c, src), got = 0;
-	bool stale = *nh > 1 && (age > h[1].age || (*nh > 2 && age > h[2].age));
-	if (age != UINT64_MAX && !stale) {
+	if (age != UINT64_MAX && !older_elsewhere(c, h, *nh, age)) {
 		got = (uint64_t)vr_obj_src_purge(c, src);
 		age = vr_obj_src_oldest(c, src);
 	}
@@ -236,7 +254,7 @@ static void region_lru_pop(struct vr_region *r)
 
 int vr_purge_reserve(struct vr_ctx *c, size_t n)
 {
-	n += vr_obj_nsources(c); /* and room for the object sources */
+	n += vr_obj_nsources(c); /* and room for the object logs */
 	if (c->heap_cap >= n)
 		return 0;
 	size_t cap = c->heap_cap ? c->heap_cap * 2 : 32;
@@ -290,7 +308,16 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	uint64_t in = 0; /* object sources in the heap (at most 64) */
 	obj_fill(c, h, &nh, &in);
 
-	while (nh > 0 && !goal_met(c, goal, n, reclaimed)) {
+	for (;;) {
+		uint64_t rq = rq_oldest(c);
+		if ((nh == 0 && rq == UINT64_MAX) || goal_met(c, goal, n, reclaimed))
+			break;
+		if (rq != UINT64_MAX && (nh == 0 || rq <= h[0].age)) {
+			/* the requeue heap holds the oldest entry */
+			reclaimed += (uint64_t)vr_obj_src_purge(c, vr_obj_nsources(c));
+			obj_fill(c, h, &nh, &in);
+			continue;
+		}
 		struct vr_region *r = h[0].r;
 		if (!r) {
 			reclaimed += obj_step(c, h, &nh, &in);
@@ -305,8 +332,8 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 			continue;
 		}
 		uint64_t age = vr_range_age(rg);
-		if (nh > 1 && (age > h[1].age || (nh > 2 && age > h[2].age))) {
-			/* stale key: another region holds an older range */
+		if (older_elsewhere(c, h, nh, age)) {
+			/* stale key: another source holds an older unit */
 			vr_region_unlock(r);
 			h[0].age = age;
 			cand_sift_down(h, nh, 0);
@@ -330,7 +357,7 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	/* nothing purgeable is left (the loop ran dry): remember it, so that
 	 * limit checks of marks that add nothing purgeable skip the walk over
 	 * every region (vr_mark clears it when it adds a purgeable range) */
-	if (nh == 0)
+	if (nh == 0 && rq_oldest(c) == UINT64_MAX)
 		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
 	vr_obj_purge_done(c);
 	vr_unlock(&c->purge_lock);
