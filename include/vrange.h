@@ -949,6 +949,7 @@ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *a
 
 /* priorities passed to a vr_log_fn (syslog's values) */
 #define VR_LOG_ERR 3
+#define VR_LOG_WARNING 4 /* since 0.3: printed to stderr also without VRANGE_DEBUG */
 #define VR_LOG_INFO 6
 #define VR_LOG_DEBUG 7
 
