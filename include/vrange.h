@@ -47,9 +47,9 @@
  *   that are not on discarded pages of this library's regions are passed to
  *   that previous handler (or get the default action).  Applications that
  *   install a SIGSEGV handler later must chain to the one they replace.
- *   Under the userfaultfd trap backend (VRANGE_TRAP=uffd, since 0.2) a
- *   discarded page traps with SIGBUS BUS_ADRERR instead, and the same call
- *   also installs a SIGBUS handler the same way: SIGBUS that is not a trap
+ *   Where shared regions use userfaultfd (VR_REGION_SHARED, since 0.2) a
+ *   discarded page of a shared region traps with SIGBUS BUS_ADRERR
+ *   instead, and the same call also installs a SIGBUS handler the same way: SIGBUS that is not a trap
  *   on a discarded page (sent by kill/tgkill/sigqueue, or a kernel SIGBUS
  *   elsewhere), and the library's own SIGBUS for a fault that no handler
  *   fixed, go to the SIGBUS handler it replaced, once each.  An application
@@ -67,11 +67,11 @@
  *   range is trapped with mprotect (the mprotect backend, and ranges of
  *   2 MiB or more under the guard backend) they read zeros and re-allocate
  *   the punched page instead of failing; guard markers make them fail.
- *   Under the userfaultfd backend a discarded page is a hole of the memfd
- *   and system calls fail with EFAULT; to keep non-volatile pages that were
- *   never written readable and writable by the kernel, a memfd region's
- *   pages are all made present (allocated, zero) when it is created, and
- *   a purged page again when it is unmarked.
+ *   A shared region trapped with userfaultfd: a discarded page is a hole
+ *   of the memfd and system calls fail with EFAULT; to keep non-volatile
+ *   pages that were never written readable and writable by the kernel, a
+ *   shared file's pages are all made present (allocated, zero) when it is
+ *   created, and a purged page again when it is unmarked.
  *
  * fork()
  *   Region mappings are MADV_DONTFORK: a child has none of them.  In the
@@ -99,7 +99,9 @@
  *                         force the trap backend (uffd: since 0.2, S32;
  *                         vr_ctx_new() fails with -EOPNOTSUPP where the
  *                         forced backend does not work, e.g. userfaultfd
- *                         refused by a seccomp filter).  Shared regions
+ *                         refused by a seccomp filter, or guard markers on
+ *                         a kernel without them; any other value is
+ *                         ignored with one VR_LOG_WARNING line, A2).  Shared regions
  *                         (VR_REGION_SHARED) use userfaultfd wherever it
  *                         works whatever the backend, except under a
  *                         forced guard: then the guard protocol
@@ -209,6 +211,10 @@ int vr_ctx_new(unsigned flags, struct vr_ctx **out);
  * @ctx: the context, or NULL (no-op)
  *
  * Stops and joins the monitor thread, unmaps and closes every region.
+ * A @ctx that is not live (destroyed already, or never returned by
+ * vr_ctx_new()) is a programming error: since 0.3 the call prints
+ * "libvrange: vr_ctx_destroy(PTR): not a live ctx" on stderr and aborts
+ * the process (SIGABRT) instead of touching freed memory.
  * Since: 0.1
  * Context: may block until a running purge finishes; not from a fault
  * handler.
@@ -589,14 +595,14 @@ int vr_mark(struct vr_region *r, size_t off, size_t len);
  * interval is readable, writable and never purged; bytes on discarded
  * pages read as zero.
  *
- * Unmarking part of a purged range leaves the rest of it purged, and a
- * page the interval shares with that rest becomes readable too (S5):
- * those purged bytes then read 0 without a fault.  Code that reads
- * volatile memory lazily (fault handlers) must therefore not read bytes
- * of a purged range that was partly unmarked on the same page; vr_status
- * reports them VR_STATE_PURGED, and vr_unmark of them returns VR_PURGED.
- * The lazy pattern unmarks whole ranges (the @off, @len its handler is
- * given) and never meets this.
+ * Partial pages (A1): protection is per page.  Unmarking part of a purged
+ * range leaves the rest of it purged, and a page the interval shares with
+ * that rest becomes readable too: those purged bytes then read 0 without
+ * a fault.  They stay exact in the state: vr_status reports them
+ * VR_STATE_PURGED, a purge takes nothing more from them, and vr_unmark of
+ * them returns VR_PURGED.  A lazy reader that must never take such zeros
+ * for data keeps its ranges page-aligned (and unmarks whole ranges: the
+ * @off, @len its fault handler is given).
  *
  * Returns: VR_PURGED if any byte of the interval lay in a purged range
  * (treat all of it as lost), else VR_INTACT; -EINVAL for bad arguments;
@@ -672,7 +678,15 @@ int vr_unmark_ptr(void *addr, size_t len);
  * then re-run their access, so with this pattern the data is regenerated
  * once per purge, however many threads touch it, and nobody reads zeros.
  * (Unmarking first and refilling through the mapping also works, but
- * other threads may read zeros in between.)  A thread that faults while
+ * other threads may read zeros in between.)  Partial pages (A1):
+ * protection is per page, so a vr_unmark of less than a page's worth of
+ * a purged range (or a vr_obj_pin of one small object of a purged page)
+ * makes the whole page readable, and the bytes of it that are still
+ * purged then read 0 without calling this handler; they stay reported
+ * purged (vr_status, vr_obj_status) and their own vr_unmark or
+ * vr_obj_pin returns VR_PURGED.  A lazy reader that must never take such
+ * zeros for data keeps its ranges page-aligned and its lazily read
+ * objects a page or larger.  A thread that faults while
  * it is itself inside a fault handler does not wait (no deadlock between
  * two handlers), nor does a thread when 32 ranges are being regenerated
  * at once; a wait ends after about a second if the handler never
@@ -683,8 +697,8 @@ int vr_unmark_ptr(void *addr, size_t len);
  * re-faults at one address with no purge or unmark in between, SIGBUS is
  * delivered whatever the handler returns.
  * Since: 0.1
- * Context: signal context (SIGSEGV handler, or SIGBUS under the
- * userfaultfd backend) of the faulting thread; may
+ * Context: signal context (SIGSEGV handler, or SIGBUS for a shared region
+ * trapped with userfaultfd) of the faulting thread; may
  * call any vr_* function; must not return into an access it did not fix
  * more than 8 times.
  */
@@ -768,14 +782,19 @@ enum vr_trap {
 	VR_TRAP_MPROTECT = 2, /* mprotect(PROT_NONE / PROT_READ|WRITE)    */
 	VR_TRAP_UFFD = 3,     /* userfaultfd, missing mode + SIGBUS (0.2) */
 };
-/* VR_TRAP_UFFD (since 0.2): memfd regions are registered once with a
- * userfaultfd of their own (UFFD_USER_MODE_ONLY, no privilege needed) in
- * missing mode with the SIGBUS feature: the hole a purge punches is the
- * trap (no VMA split, no trap system call per purge), and a touch raises
- * SIGBUS BUS_ADRERR, handled by the library's SIGBUS handler.  Each memfd
- * region then holds two fds and its pages are present from creation.
- * Anonymous and adopted regions are trapped with guard markers (or
- * mprotect where those do not work), as under VR_TRAP_GUARD.  Only
+/* VR_TRAP_UFFD (since 0.2): shared regions (VR_REGION_SHARED) are
+ * registered once with a userfaultfd of their own (UFFD_USER_MODE_ONLY,
+ * no privilege needed) in missing mode with the SIGBUS feature: the hole
+ * a purge punches is the trap in every mapping of the file (no VMA split,
+ * no trap system call per purge), and a touch raises SIGBUS BUS_ADRERR,
+ * handled by the library's SIGBUS handler.  Each shared region then holds
+ * two fds.  A hole is the file's, so only a state every mapping shares can
+ * use it: plain memfd regions (whose state is per process, S17: other
+ * processes' purges read as zeros there, and other processes' reads must
+ * not take their traps away), anonymous and adopted regions are trapped
+ * with guard markers (or mprotect where those do not work), as under
+ * VR_TRAP_GUARD, also when VRANGE_TRAP=uffd (since 0.3; in 0.2 plain memfd
+ * regions were registered too, issue 21).  As the process's backend only
  * chosen when VRANGE_TRAP=uffd forces it. */
 
 /**
@@ -817,9 +836,15 @@ int vr_trap_backend(void);
  * aligned to 16 bytes, and to the page size when @size is at least one
  * page (then it shares no page with any other object).
  *
+ * A large object costs no memory until it is touched (since 0.3 also its
+ * page map: an object of 1 GiB or more has one of its own, written when
+ * it is first purged).
+ *
  * Returns: 0, -EINVAL (NULL @ctx or @out, @size 0 or too large to round up
- * to pages, unknown flags, a ctx inherited over fork), -ENOMEM (or the
- * negative errno of a failed memfd, mmap or ftruncate) with nothing leaked,
+ * to pages, unknown flags, a ctx inherited over fork), -ENOMEM (among
+ * others at once for a @size larger than the system's memory and swap
+ * together; or the negative errno of a failed memfd, mmap or ftruncate)
+ * with nothing leaked,
  * -EDEADLK (called from a signal handler that interrupted an allocation of
  * the same size class in this thread).
  * Since: 0.2
@@ -897,6 +922,12 @@ int vr_obj_unpin(struct vr_obj *o);
  * is purged until it is unpinned again.  Pinning a pinned object returns
  * VR_INTACT and changes nothing.
  *
+ * Objects smaller than a page share pages (A1): pinning one of a purged
+ * page makes the whole page readable, and the other objects on it, still
+ * purged, read 0 without a fault; vr_obj_status reports them purged and
+ * their own vr_obj_pin returns VR_PURGED.  Objects read lazily (through
+ * the object fault handler) should be a page or larger.
+ *
  * Returns: VR_INTACT (every byte as it was left), VR_PURGED (the contents
  * were discarded: every byte now reads 0), -EINVAL (NULL, inherited over
  * fork), -EDEADLK (called from a signal handler that interrupted this
@@ -954,6 +985,7 @@ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *a
 
 /* priorities passed to a vr_log_fn (syslog's values) */
 #define VR_LOG_ERR 3
+#define VR_LOG_WARNING 4 /* since 0.3: printed to stderr also without VRANGE_DEBUG */
 #define VR_LOG_INFO 6
 #define VR_LOG_DEBUG 7
 

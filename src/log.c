@@ -63,6 +63,8 @@ void vr_log_atfork_child(void)
 	pthread_mutex_init(&log_lock, NULL);
 }
 
+static void log_line(int prio, const char *buf);
+
 void vr_log(const char *fmt, ...)
 {
 	char buf[512];
@@ -70,7 +72,23 @@ void vr_log(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
 	va_end(ap);
+	log_line(VR_LOG_DEBUG, buf);
+}
 
+/* a line the user must see (A2): to the log function, or to stderr
+ * whether or not VRANGE_DEBUG is set */
+void vr_warn(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	log_line(VR_LOG_WARNING, buf);
+}
+
+static void log_line(int prio, const char *buf)
+{
 	if (vr_held(&log_lock))
 		return; /* a signal handler interrupted this thread's vr_set_log_fn */
 	unsigned long cb = vr_cb_enter();
@@ -79,13 +97,14 @@ void vr_log(const char *fmt, ...)
 	void *arg = log_arg;
 	vr_unlock(&log_lock);
 	if (fn) {
-		fn(VR_LOG_DEBUG, buf, arg);
+		fn(prio, buf, arg);
 		vr_cb_leave(cb);
 		return;
 	}
 	vr_cb_leave(cb);
 	char line[600];
-	int n = snprintf(line, sizeof(line), "vrange[%d]: %s\n", (int)getpid(), buf);
+	int n = snprintf(line, sizeof(line), "vrange[%d]: %s%s\n", (int)getpid(),
+			 prio == VR_LOG_WARNING ? "warning: " : "", buf);
 	if (n > 0)
 		vr_log_raw(line);
 }

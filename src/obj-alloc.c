@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include "inject.h"
 #include "obj.h"
@@ -183,10 +184,25 @@ static unsigned bin_of(size_t np)
 	return b < OBJ_NBINS ? b : OBJ_NBINS - 1;
 }
 
+/* stores only what changes: a page of the map that was never written
+ * stays unallocated when it is cleared (an object of a chunk of its own
+ * leaves its pages untagged until its first discard, below) */
 static void map_set(struct vr_chunk *ch, size_t page, size_t np, uintptr_t v)
 {
 	for (size_t i = 0; i < np; i++)
-		atomic_store_explicit(&ch->map[page + i], v, memory_order_release);
+		if (atomic_load_explicit(&ch->map[page + i], memory_order_relaxed) != v)
+			atomic_store_explicit(&ch->map[page + i], v, memory_order_release);
+}
+
+/* An object with a chunk of its own (OBJ_CHUNK_SHIFT or larger) tags only
+ * its first page when it is made: tagging them all would cost 8 bytes of
+ * memory per page (2 GiB for 1 TiB) before a byte of it is touched
+ * (issue 21, item 9).  vr_objs_at finds it through page 0; the fault
+ * path (obj.c's classify) reads the page's own tag, which
+ * vr_objs_discard writes before it arms the first trap. */
+static bool whole_chunk(const struct vr_chunk *ch, const uint8_t *p, size_t len)
+{
+	return p == ch->base && len == ch->size;
 }
 
 static void fspan_unlink(struct vr_objs *os, struct vr_fspan *f)
@@ -326,6 +342,8 @@ static int obj_trap(void *p, size_t len, bool arm)
 
 int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len)
 {
+	if (whole_chunk(ch, p, len)) /* every page tagged before it can trap */
+		map_set(ch, 1, (len >> vr_page_shift()) - 1, atomic_load(&ch->map[0]));
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
 	int err = obj_trap(p, len, true);
 	if (err < 0)
@@ -572,12 +590,29 @@ out:
 	return err;
 }
 
+/* S19: more than the system's memory and swap can never be held: -ENOMEM
+ * at once, rather than a memfd and a mapping of that size (issue 21,
+ * item 9).  Only sizes that get a chunk of their own ask (one sysinfo). */
+static bool beyond_system(size_t bytes)
+{
+	if (bytes < ((size_t)1 << OBJ_CHUNK_SHIFT))
+		return false;
+	struct sysinfo si;
+	if (sysinfo(&si) < 0)
+		return false; /* then mmap or the memfd says */
+	uint64_t unit = si.mem_unit ? si.mem_unit : 1;
+	uint64_t have = ((uint64_t)si.totalram + (uint64_t)si.totalswap) * unit;
+	return (uint64_t)bytes > have;
+}
+
 int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 {
 	uint64_t gen = atomic_load(&vr_fork_gen) & 0xffff;
 	if (size < pgsz())
 		return alloc_small(os, size, gen, out);
 	size_t np = (size + pgsz() - 1) >> vr_page_shift();
+	if (beyond_system(np << vr_page_shift()))
+		return -ENOMEM;
 	struct vr_chunk *ch;
 	size_t page;
 	if (vr_held(&os->span_lock))
@@ -597,7 +632,8 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 	o->home = ch;
 	o->size_gen = (uint64_t)size << 16 | gen;
 	atomic_store(&o->state, OS_LIVE | OS_PINNED | OS_LARGE);
-	map_set(ch, page, np, (uintptr_t)o | PM_LARGE);
+	bool own = whole_chunk(ch, o->ptr, np << vr_page_shift());
+	map_set(ch, page, own ? 1 : np, (uintptr_t)o | PM_LARGE);
 	vr_unlock(&os->span_lock);
 	*out = o;
 	return 0;
@@ -667,6 +703,8 @@ struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t a)
 		return NULL;
 	uintptr_t v =
 		atomic_load_explicit(&ch->map[(a - base) >> vr_page_shift()], memory_order_acquire);
+	if (v == 0) /* an untagged page of an object with a chunk of its own */
+		v = atomic_load_explicit(&ch->map[0], memory_order_acquire);
 	struct vr_obj *o = NULL;
 	if (PM_TAG(v) == PM_LARGE) {
 		o = PM_PTR(v);

@@ -290,6 +290,10 @@ int vr_trap_current(void);
 /* the backend of shared regions (S32): userfaultfd where it works, else
  * NULL (vr_region_new/from_fd then fail with -EOPNOTSUPP) */
 const struct vr_trap_ops *vr_trap_shared_ops(void);
+/* the ops a new region uses: shared (S27) -> vr_trap_shared_ops(); else
+ * the process's backend, or under uffd the guard or mprotect one (trap.c:
+ * a hole may only trap a state every mapping of the file shares) */
+const struct vr_trap_ops *vr_trap_region_ops(bool shared);
 bool vr_trap_uffd_works(void);
 /* trap-coop.c: shared regions where userfaultfd is refused (S32) */
 extern const struct vr_trap_ops vr_trap_coop;
@@ -374,6 +378,7 @@ void vr_log_atfork_prepare(void);
 void vr_log_atfork_parent(void);
 void vr_log_atfork_child(void);
 void vr_log(const char *fmt, ...) _printf_(1, 2);
+void vr_warn(const char *fmt, ...) _printf_(1, 2); /* VR_LOG_WARNING, always shown */
 #define vr_dbg(...)                                                                                \
 	do {                                                                                       \
 		if (_unlikely_(atomic_load_explicit(&vr_debug, memory_order_relaxed)))             \

@@ -606,14 +606,13 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	pthread_mutex_init(&r->lock, NULL);
 	r->lockp = &r->lock;
 	r->seqp = &r->seq;
-	r->trap = vr_trap_ops();
+	r->trap = vr_trap_region_ops(sm != NULL);
 	if (sm) { /* the file's state: lock, seqlock, map (shared.h) */
 		r->shm_map = sm;
 		r->shm = sm->shm;
 		r->lockp = &r->shm->lock;
 		r->seqp = &r->shm->seq;
 		r->map = &r->shm->map;
-		r->trap = vr_trap_shared_ops();
 	} else {
 		r->map = &r->own_map;
 		vr_map_init(r->map, vr_page_shift());
@@ -628,6 +627,11 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	r->fork_gen = ctx->fork_gen;
 	r->shard = &ctx->shards[atomic_fetch_add(&ctx->next_shard, 1) % VR_NSHARDS];
 	atomic_init(&r->oldest_age, UINT64_MAX);
+	/* Rule: nothing before the checks that can refuse (the registry's
+	 * -EBUSY and -EEXIST below) may be seen outside this new mapping.
+	 * attach only registers the mapping itself (a userfaultfd of a shared
+	 * region): it never writes to the file, whose holes may be other
+	 * mappings' traps (issue 21, item 4). */
 	int err = vr_trap_attach(r);
 	if (err < 0)
 		goto fail;

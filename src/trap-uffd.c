@@ -2,27 +2,32 @@
 /*
  * trap-uffd.c - the userfaultfd trap backend (VR_TRAP_UFFD, API S32)
  *
- * Each memfd region registers its whole mapping once (attach) with a
- * userfaultfd of its own, opened with UFFD_USER_MODE_ONLY (no privilege
+ * Each shared region (S27) registers its whole mapping once (attach) with
+ * a userfaultfd of its own, opened with UFFD_USER_MODE_ONLY (no privilege
  * needed) and the UFFD_FEATURE_SIGBUS feature, in missing mode: a user
  * access to a page that is not in the memfd's page cache then raises
  * SIGBUS BUS_ADRERR at the exact address instead of allocating a zero
  * page.  So:
- *   arm      nothing: the hole that the kind punches (kind.c) is the trap;
+ *   arm      nothing: the hole that the kind punches (kind.c) is the trap
+ *            (the file's guard-protocol mappers are asked to arm theirs);
  *   disarm   fallocate(0) on the memfd span: the pages are present again
- *            (zeros), under the region lock, before the map says "unmarked";
- *   attach   fallocate(0) on the whole file first: a never-written page
- *            is a hole too, and must not trap (nor make a system call
- *            fail with EFAULT: USER_MODE_ONLY leaves kernel accesses to
- *            a missing page with EFAULT, which is S14 for discarded pages
- *            and must never happen to non-volatile ones).  Under this
- *            backend a region's memory is therefore committed when it is
- *            created, like memory that was written once.
+ *            (zeros), under the file's lock, before the map says
+ *            "unmarked";
+ *   attach   register only: every page of a shared file was made present
+ *            when it was created (shared.c), so its holes are purges of
+ *            the file's one state, which must trap in every mapping; a
+ *            never-written page is no hole (no trap, and no EFAULT for a
+ *            system call: USER_MODE_ONLY leaves kernel accesses to a
+ *            missing page with EFAULT, which is S14 for discarded pages
+ *            only);
  *   detach   close the userfaultfd (the munmap unregisters).
  * No VMA is split and a purge makes no trap system call: it is the punch.
  *
- * Anonymous and adopted regions are not registered: trap.c traps them
- * with guard markers or mprotect (SIGSEGV) under this backend, see there.
+ * Plain memfd regions are never registered, even under VRANGE_TRAP=uffd:
+ * their state is per process (S17) while a hole is the file's, seen by
+ * every mapping (trap.c's rule; issue 21, items 4 and 5).
+ * Those, and anonymous and adopted regions, are trapped with guard
+ * markers or mprotect (SIGSEGV) under this backend: see trap.c.
  *
  * In a fork child an inherited region's userfaultfd still refers to the
  * parent's memory: the child only closes it (detach, inherited), and never
@@ -112,14 +117,8 @@ bool vr_uffd_probe(void)
 int vr_uffd_attach(struct vr_region *r)
 {
 	r->trap_fd = -1;
-	if (r->fd < 0)
-		return 0; /* anonymous or adopted: trap.c */
-	/* every page present before the registration: from then on a hole
-	 * traps.  KEEP_SIZE: the size is the caller's (from_fd).  Not for a
-	 * shared file: its holes are other processes' purges, and its pages
-	 * were made present when it was created (shared.c). */
-	if (!r->shm && vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)r->size) < 0)
-		return -errno;
+	if (!r->shm)
+		return -EINVAL; /* trap.c gives these ops to shared regions only */
 	int uffd = uffd_open();
 	if (uffd < 0)
 		return uffd;
@@ -144,10 +143,7 @@ void vr_uffd_detach(struct vr_region *r, bool inherited)
  * (a process behind a seccomp filter) must arm theirs first */
 int vr_uffd_arm(struct vr_region *r, void *addr, size_t len)
 {
-	if (r->shm)
-		return vr_trap_coop_notify(r, VR_COOP_ARM, (uint64_t)((uint8_t *)addr - r->base),
-					   len);
-	return 0;
+	return vr_trap_coop_notify(r, VR_COOP_ARM, (uint64_t)((uint8_t *)addr - r->base), len);
 }
 
 int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len)
@@ -155,7 +151,6 @@ int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len)
 	off_t off = (off_t)((uint8_t *)addr - r->base);
 	if (vr_fallocate(r->fd, FALLOC_FL_KEEP_SIZE, off, (off_t)len) < 0)
 		return -errno;
-	if (r->shm)
-		vr_trap_coop_notify(r, VR_COOP_DISARM, (uint64_t)off, len);
+	vr_trap_coop_notify(r, VR_COOP_DISARM, (uint64_t)off, len);
 	return 0;
 }

@@ -16,8 +16,23 @@
  *   uffd      userfaultfd in missing mode with the SIGBUS feature
  *             (trap-uffd.c): the hole punch itself traps, no VMA change,
  *             SIGBUS with BUS_ADRERR on touch (fault.c's SIGBUS entry).
- *             Never chosen automatically: only VRANGE_TRAP=uffd.
- * Callers only ever go through vr_trap_arm/disarm/attach/detach.
+ *             Only for shared regions (S27-S33), see below.  As the
+ *             process's backend never chosen automatically: only
+ *             VRANGE_TRAP=uffd.
+ * Callers only ever go through vr_trap_arm/disarm/attach/detach, on the
+ * ops vr_trap_region_ops() gave the region.
+ *
+ * Rule: a trap that is a hole in the file traps every mapping of the
+ * file, so it may only stand for a state that every mapping shares.  A
+ * shared region's state is the file's (S27): userfaultfd fits.  A plain
+ * memfd region's state is its process's own (S17): its file may be mapped
+ * by other processes (vr_region_fd hands it out) whose holes are theirs,
+ * which this mapping must read as zeros without a trap, and which it must
+ * never fill (that would take their trap away); and their reads of its
+ * holes fill them, which must not take its trap away.  So plain memfd
+ * regions (and anonymous and adopted ones) are trapped in the process's
+ * own page tables under VRANGE_TRAP=uffd too: guard markers where they
+ * work, else mprotect (issue 21, items 4 and 5).
  *
  * The backend is chosen once per process (under vr_global_lock, at the
  * first vr_ctx_new) by a probe, or forced by VRANGE_TRAP, and never
@@ -101,28 +116,13 @@ static int mprotect_disarm(struct vr_region *r, void *addr, size_t len)
 }
 
 /* ---- userfaultfd (trap-uffd.c) ----
- * Anonymous and adopted memory under the uffd backend: its never-touched
- * pages are missing too, so missing-mode userfaultfd would trap them, and
- * committing them all up front would defeat MAP_NORESERVE.  Those regions
- * are trapped as under the guard backend (markers, when the probe found
- * them working) or else with mprotect; their faults come as SIGSEGV.  The
- * kind still frees the pages (frees_private is false): a MADV_DONTNEED
- * after a guard install frees nothing more. */
-static bool uffd_anon_guard; /* set once by vr_trap_init, before use */
-
-static int uffd_arm(struct vr_region *r, void *addr, size_t len)
-{
-	if (r->fd >= 0)
-		return vr_uffd_arm(r, addr, len);
-	return uffd_anon_guard ? guard_arm(r, addr, len) : mprotect_arm(r, addr, len);
-}
-
-static int uffd_disarm(struct vr_region *r, void *addr, size_t len)
-{
-	if (r->fd >= 0)
-		return vr_uffd_disarm(r, addr, len);
-	return uffd_anon_guard ? guard_disarm(r, addr, len) : mprotect_disarm(r, addr, len);
-}
+ * The process's own regions under the uffd backend (the rule above):
+ * trapped as under the guard backend (markers, when the probe found them
+ * working) or else with mprotect; their faults come as SIGSEGV.
+ * Anonymous memory could not use it anyway: its never-touched pages are
+ * missing too, and committing them all up front would defeat
+ * MAP_NORESERVE. */
+static const struct vr_trap_ops *uffd_local; /* set once by vr_trap_init, before use */
 
 /* in the order the automatic choice tries them */
 static const struct vr_trap_ops backends[] = {
@@ -145,8 +145,8 @@ static const struct vr_trap_ops backends[] = {
 		.id = VR_TRAP_UFFD,
 		.name = "uffd",
 		.probe = vr_uffd_probe,
-		.arm = uffd_arm,
-		.disarm = uffd_disarm,
+		.arm = vr_uffd_arm,
+		.disarm = vr_uffd_disarm,
 		.attach = vr_uffd_attach,
 		.detach = vr_uffd_detach,
 	},
@@ -182,6 +182,14 @@ const struct vr_trap_ops *vr_trap_shared_ops(void)
 	return shared_backend;
 }
 
+const struct vr_trap_ops *vr_trap_region_ops(bool shared)
+{
+	if (shared)
+		return shared_backend;
+	const struct vr_trap_ops *t = vr_trap_ops();
+	return t && t->id == VR_TRAP_UFFD ? uffd_local : t;
+}
+
 bool vr_trap_uffd_works(void)
 {
 	return shared_backend && shared_backend->id == VR_TRAP_UFFD;
@@ -199,14 +207,23 @@ int vr_trap_init(void)
 		return 0;
 	const struct vr_trap_ops *b = NULL;
 	const char *env = secure_getenv("VRANGE_TRAP");
+	bool known = false;
 	for (size_t i = 0; env && i < VR_ARRAY_SIZE(backends); i++) {
 		if (strcmp(env, backends[i].name) != 0)
 			continue;
+		/* A2: a forced backend that cannot work fails vr_ctx_new */
 		if (!works(&backends[i])) {
 			vr_dbg("VRANGE_TRAP=%s but that backend does not work here", env);
 			return -EOPNOTSUPP;
 		}
 		b = &backends[i];
+		known = true;
+	}
+	/* A2: an unknown value is ignored, with one warning (this runs once:
+	 * the backend is set below whatever is chosen) */
+	if (env && !known) {
+		vr_warn("VRANGE_TRAP=%.32s is not guard, mprotect or uffd: ignored", env);
+		env = NULL;
 	}
 	for (size_t i = 0; !b && i < VR_ARRAY_SIZE(backends); i++)
 		if (works(&backends[i]))
@@ -214,7 +231,7 @@ int vr_trap_init(void)
 	if (!b)
 		return -EOPNOTSUPP;
 	if (b->id == VR_TRAP_UFFD)
-		uffd_anon_guard = guard_probe();
+		uffd_local = guard_probe() ? &backends[0] : &backends[1];
 	/* shared regions: userfaultfd where it works (forced by
 	 * VRANGE_TRAP=uffd), else the guard protocol (forced by
 	 * VRANGE_TRAP=guard) where guard markers work, else none */

@@ -117,11 +117,11 @@ static inline int vt_trap_id(const char *t)
 					: VR_TRAP_MPROTECT;
 }
 
-/* fds a memfd region holds: its memfd, plus its userfaultfd under the
- * uffd trap backend (valid once a ctx exists) */
+/* fds a plain memfd region holds: its memfd (a userfaultfd only comes
+ * with a shared region, whatever the backend) */
 static inline int vt_region_fds(void)
 {
-	return vr_trap_backend() == VR_TRAP_UFFD ? 2 : 1;
+	return 1;
 }
 
 static inline int vt_count_threads(void)

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-peers.c - several mappings of one plain memfd (S17, S33), under
+ * every trap backend (issue 21, items 4 and 5)
+ *
+ * A plain memfd region's volatility is its process's own (S17): a purge
+ * discards for every mapping of the file, the others read zeros without
+ * a trap, and the purging mapping keeps trapping whatever the others do.
+ * Each scenario runs with VRANGE_TRAP=guard, mprotect and uffd:
+ *   ebusy        a second region on a memfd this process maps is refused
+ *                with -EBUSY (S33) and leaves the first one's purged
+ *                pages trapped (the uffd backend filled them: zeros, no
+ *                trap);
+ *   join_after   another process that maps the file after the purge
+ *                leaves the purger's pages trapped (same fill);
+ *   peer_reads   another process that mapped the file before the purge
+ *                reads the purged page as zeros and is not killed (the
+ *                uffd backend's registration gave it SIGBUS), and the
+ *                purger still traps after that read.
+ */
+#define _GNU_SOURCE
+#include "tests.h"
+
+#include <stdatomic.h>
+
+static inline uint8_t rd(const void *p)
+{
+	return *(const volatile uint8_t *)p;
+}
+
+/* a ctx on the backend VRANGE_TRAP forces (exit 77 where it cannot work) */
+static struct vr_ctx *ctx_forced(void)
+{
+	struct vr_ctx *c = NULL;
+	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
+	const char *t = getenv("VRANGE_TRAP");
+	if (rc == -EOPNOTSUPP && vt_trap_optional(t))
+		_exit(77);
+	CK_EQ(rc, 0);
+	if (t)
+		CK_EQ(vr_trap_backend(), vt_trap_id(t));
+	return c;
+}
+
+static int refill_fn(struct vr_region *r, size_t off, size_t len, void *addr, void *arg)
+{
+	(void)addr;
+	atomic_int *calls = arg;
+	atomic_fetch_add(calls, 1);
+	CK_EQ(vr_unmark(r, off, len), VR_PURGED);
+	vt_fill((uint8_t *)vr_region_base(r) + off, off, len, 9);
+	return VR_FAULT_RETRY;
+}
+
+/* 6 pages of pattern 1, pages 1 and 3 purged as two ranges */
+static struct vr_region *purged_region(struct vr_ctx *c, atomic_int *calls)
+{
+	size_t P = vt_pg();
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_new(c, "vt-peers", 6 * P, 0, &r), 0);
+	vt_fill(vr_region_base(r), 0, 6 * P, 1);
+	CK_EQ(vr_region_set_fault_handler(r, refill_fn, calls), 0);
+	CK_EQ(vr_mark(r, P, P), VR_INTACT);
+	CK_EQ(vr_mark(r, 3 * P, P), VR_INTACT);
+	return r;
+}
+
+static void purge_all(struct vr_ctx *c)
+{
+	CK_EQ(vr_ctx_purge(c, SIZE_MAX), (ssize_t)(2 * vt_pg()));
+}
+
+/* a touch of page pi (purged) calls the handler: the calls-th call, and
+ * the refilled data */
+static void expect_trap(struct vr_region *r, size_t pi, atomic_int *calls, int n)
+{
+	size_t P = vt_pg(), at = pi * P + 5;
+	uint8_t v = rd((uint8_t *)vr_region_base(r) + at);
+	CK_EQ(atomic_load(calls), n);
+	CK_EQ(v, vt_pat(9, at));
+}
+
+/* the pages nobody purged keep their data */
+static void expect_kept(const uint8_t *b)
+{
+	size_t P = vt_pg();
+	CK(vt_check(b, 0, P, 1) == SIZE_MAX);
+	CK(vt_check(b + 2 * P, 2 * P, P, 1) == SIZE_MAX);
+	CK(vt_check(b + 4 * P, 4 * P, 2 * P, 1) == SIZE_MAX);
+}
+
+/* ---- item 4, one process: the refused second region ---- */
+static void sc_ebusy(void)
+{
+	struct vr_ctx *c = ctx_forced();
+	atomic_int calls = 0;
+	struct vr_region *r = purged_region(c, &calls);
+	purge_all(c);
+	struct vr_region *r2 = NULL;
+	CK_EQ(vr_region_from_fd(c, vr_region_fd(r), 0, &r2), -EBUSY);
+	CK(r2 == NULL);
+	CK_EQ(vr_status(r, vt_pg(), vt_pg()), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	expect_trap(r, 1, &calls, 1);
+	expect_trap(r, 3, &calls, 2);
+	expect_kept(vr_region_base(r));
+	vr_ctx_destroy(c);
+}
+
+/* ---- the other process (re-executed with the fd and two pipes) ---- */
+static int env_fd(const char *k)
+{
+	const char *v = getenv(k);
+	CK(v != NULL, "(%s not set)", k);
+	return atoi(v);
+}
+
+static void step(int ack, int go, char say)
+{
+	CK_EQ(write(ack, &say, 1), 1);
+	char x;
+	CK_EQ(read(go, &x, 1), 1);
+}
+
+/* maps the file, says 'm'; then (VT_READ) reads the purged pages as
+ * zeros and the others as data, says 'r' */
+static void sc_peer(void)
+{
+	size_t P = vt_pg();
+	int fd = env_fd("VT_FD"), go = env_fd("VT_GO"), ack = env_fd("VT_ACK");
+	struct vr_ctx *c = ctx_forced();
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_from_fd(c, fd, 0, &r), 0);
+	uint8_t *b = vr_region_base(r);
+	step(ack, go, 'm');
+	if (getenv("VT_READ")) {
+		/* S17: another process's purge reads as zeros here, no trap */
+		CK(vt_all_zero(b + P, P));
+		CK(vt_all_zero(b + 3 * P, P));
+		expect_kept(b);
+		CK_EQ(vr_status(r, 0, 6 * P), 0);
+		CK_EQ(vr_ctx_stat(c, VR_STAT_FAULTS), 0);
+	}
+	vr_ctx_destroy(c);
+	char x = 'r';
+	CK_EQ(write(ack, &x, 1), 1);
+}
+
+struct peer {
+	pid_t pid;
+	int go, ack;
+};
+
+static struct peer peer_start(struct vr_region *r, bool reads)
+{
+	int go[2], ack[2];
+	CK_EQ(pipe(go), 0);
+	CK_EQ(pipe(ack), 0);
+	int fd = fcntl(vr_region_fd(r), F_DUPFD, 0); /* inherited across exec */
+	CK(fd >= 0);
+	char buf[16];
+	snprintf(buf, sizeof(buf), "%d", fd);
+	setenv("VT_FD", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", go[0]);
+	setenv("VT_GO", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", ack[1]);
+	setenv("VT_ACK", buf, 1);
+	if (reads)
+		setenv("VT_READ", "1", 1);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "vt-scenario", "--scenario", "peer", (char *)NULL);
+		_exit(127);
+	}
+	close(fd);
+	close(go[0]);
+	close(ack[1]);
+	struct peer p = { pid, go[1], ack[0] };
+	char x;
+	CK_EQ(read(p.ack, &x, 1), 1); /* mapped */
+	CK_EQ(x, 'm');
+	return p;
+}
+
+/* lets the peer go on, waits for its 'r' and its exit 0 */
+static void peer_finish(struct peer *p)
+{
+	char x = 0;
+	CK_EQ(write(p->go, "g", 1), 1);
+	ssize_t n = read(p->ack, &x, 1);
+	int st = 0;
+	CK_EQ(waitpid(p->pid, &st, 0), p->pid);
+	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer: status 0x%x (%s %d)", st,
+	   WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	CK(n == 1 && x == 'r');
+	close(p->go);
+	close(p->ack);
+}
+
+/* ---- item 4, two processes: a peer that maps the file after the purge */
+static void sc_join_after(void)
+{
+	struct vr_ctx *c = ctx_forced();
+	atomic_int calls = 0;
+	struct vr_region *r = purged_region(c, &calls);
+	purge_all(c);
+	struct peer p = peer_start(r, false);
+	/* the peer mapped the file: the purged pages still trap here */
+	expect_trap(r, 1, &calls, 1);
+	peer_finish(&p);
+	expect_trap(r, 3, &calls, 2);
+	expect_kept(vr_region_base(r));
+	vr_ctx_destroy(c);
+}
+
+/* ---- item 5: a peer that mapped the file before the purge reads it */
+static void sc_peer_reads(void)
+{
+	struct vr_ctx *c = ctx_forced();
+	atomic_int calls = 0;
+	struct vr_region *r = purged_region(c, &calls);
+	struct peer p = peer_start(r, true);
+	purge_all(c);
+	peer_finish(&p); /* it read zeros and lived */
+	/* its reads made the pages present again: they still trap here */
+	expect_trap(r, 1, &calls, 1);
+	expect_trap(r, 3, &calls, 2);
+	expect_kept(vr_region_base(r));
+	vr_ctx_destroy(c);
+}
+
+static const struct vt_scenario scenarios[] = {
+	{ "ebusy", sc_ebusy },
+	{ "join_after", sc_join_after },
+	{ "peer_reads", sc_peer_reads },
+	{ "peer", sc_peer },
+};
+
+static void run_all(const char *name)
+{
+	static const char *const traps[] = { "guard", "mprotect", "uffd" };
+	for (size_t i = 0; i < 3; i++) {
+		int st = vt_run_scenario_trap(name, traps[i], NULL);
+		if (st == -77)
+			continue; /* that backend does not work here */
+		if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			fail_msg("%s with VRANGE_TRAP=%s: status 0x%x", name, traps[i], st);
+	}
+}
+
+static void test_ebusy_keeps_traps(void **state)
+{
+	(void)state;
+	run_all("ebusy");
+}
+
+static void test_join_after_purge_keeps_traps(void **state)
+{
+	(void)state;
+	run_all("join_after");
+}
+
+static void test_peer_reads_zeros(void **state)
+{
+	(void)state;
+	run_all("peer_reads");
+}
+
+int main(int argc, char **argv)
+{
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]), 30);
+	if (rc >= 0)
+		return rc;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ebusy_keeps_traps),
+		cmocka_unit_test(test_join_after_purge_keeps_traps),
+		cmocka_unit_test(test_peer_reads_zeros),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
