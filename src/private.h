@@ -188,6 +188,11 @@ struct vr_region {
 } __attribute__((aligned(64)));        /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
+/* a context without monitor, trap backend or handler (lib.c adds them) */
+int vr_ctx_create(unsigned flags, struct vr_ctx **out) _nonnull_();
+/* its regions, its object arena, its locks and memory (inherited: only
+ * what a fork child may touch, see vr_inherited_region) */
+void vr_ctx_free(struct vr_ctx *c, bool inherited) _nonnull_();
 uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
 void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
 uint64_t vr_ctx_volatile_now(struct vr_ctx *c) _nonnull_();
