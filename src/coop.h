@@ -116,7 +116,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 #define VR_COOP_MAX 64  /* mapper slots per coop */
 #define VR_COOP_RING 16 /* requests a late listener can still replay */

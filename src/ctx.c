@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 #include "shared.h"
 

@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "kind.h"
 #include "private.h"
 

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 struct vr_region;
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

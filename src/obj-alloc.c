@@ -39,7 +39,7 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "obj.h"
 
 static inline size_t pgsz(void)

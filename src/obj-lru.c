@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap.h"
-#include "inject.h"
+#include "base/heap.h"
+#include "base/inject.h"
 #include "obj.h"
 
 static inline size_t pgsz(void)

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <ucontext.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "kind.h"
 #include "obj.h"
 

@@ -63,8 +63,8 @@
 #include <sys/types.h>
 
 #include "vrange.h"
-#include "lock.h"
-#include "macro.h"
+#include "base/lock.h"
+#include "base/macro.h"
 #include "range-map.h"
 
 struct vr_monitor;

@@ -34,9 +34,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "kind.h"
-#include "heap.h"
+#include "base/heap.h"
 #include "private.h"
 #include "shared.h"
 

@@ -19,7 +19,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "kind.h"
 #include "private.h"
 #include "shared.h"

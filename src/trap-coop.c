@@ -45,7 +45,7 @@
 #include <time.h>
 
 #include "coop.h"
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 #include "shared.h"
 

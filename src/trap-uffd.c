@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "coop.h"
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 
 #if HAVE_VALGRIND_H

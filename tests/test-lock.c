@@ -7,7 +7,7 @@
  */
 #include "tests.h"
 
-#include "lock.h"
+#include "base/lock.h"
 
 static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
 

@@ -32,7 +32,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 
 /* r is NULL once the region was removed (a tombstone, see update()) */
