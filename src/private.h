@@ -198,11 +198,11 @@ void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
 uint64_t vr_ctx_volatile_now(struct vr_ctx *c) _nonnull_();
 
 /* ---- age.c: LRU age stamps ---- */
-/* a stamp younger than every stamp this thread or region got before and
- * than every mark that happened before this call in real time */
-uint64_t vr_age_next(struct vr_region *r) _nonnull_(); /* region lock held */
-/* the same, raised above *last (updated); the caller serializes *last */
+/* a stamp younger than every stamp this thread got before, than *last
+ * (updated; the caller serializes *last) and than every mark that
+ * happened before this call in real time */
 uint64_t vr_age_after(uint64_t *last) _nonnull_();
+uint64_t vr_age_after_clock(uint64_t *last) _nonnull_(); /* always the clock */
 void vr_age_init(void);
 
 /* ---- fork.c ---- */

@@ -93,6 +93,16 @@ uint64_t vr_region_oldest(const struct vr_region *r)
  * gauges in its state instead; vr_shared_sync() moves the difference to
  * the ctx at every unlock (and vr_ctx_stat syncs first), so a ctx counts
  * what other processes did to the file too (S29). */
+/* a range's LRU age: above every stamp of this region (or, for a shared
+ * file, of the file: in its state, under its lock; always the clock so
+ * ages of different processes compare, S29).  Region lock held. */
+static inline uint64_t region_age(struct vr_region *r)
+{
+	if (r->shm)
+		return vr_age_after_clock(&r->shm->last_age);
+	return vr_age_after(&r->last_age);
+}
+
 static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 {
 	struct vr_shard *sh = r->shard;
@@ -248,7 +258,7 @@ static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
 	nr->start = a;
 	nr->end = b;
 	nr->age_flags = 0;
-	vr_range_set_age(nr, vr_age_next(r));
+	vr_range_set_age(nr, region_age(r));
 	range_link(r, nr);
 	vr_region_publish_oldest(r);
 	return VR_INTACT;
@@ -301,7 +311,7 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	nr->start = s;
 	nr->end = e;
 	nr->age_flags = (purged ? VR_RANGE_PURGED : 0) | VR_RANGE_PENDING;
-	vr_range_set_age(nr, vr_age_next(r));
+	vr_range_set_age(nr, region_age(r));
 	uint64_t reclaimed = purged ? purge_at_once(r, s, e) : 0;
 	/* commit: every range inside [s, e) is a constituent */
 	struct vr_range *x = vr_map_first_end_after(m, s);
