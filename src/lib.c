@@ -10,6 +10,7 @@
 
 #include "base/inject.h"
 #include "private.h"
+#include "shared.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -19,6 +20,10 @@ static void global_init(void)
 	vr_age_init();
 	vr_fi_init();
 	vr_pg_shift = (unsigned)__builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
+	/* before vr_fork_setup (which adds base's own) */
+	vr_atfork_add(&vr_shared_atfork);
+	vr_atfork_add(&vr_purge_atfork);
+	vr_atfork_add(&vr_fault_atfork);
 }
 
 /* ---- the live contexts ----

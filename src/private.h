@@ -43,13 +43,15 @@
  *   an asynchronous signal handler touching volatile memory while its
  *   thread holds that region's lock gets SIGBUS instead.
  *
- * FORK
+ * FORK (hook table and generations: base/fork.h)
  *
  *   vr_fork_gen is bumped in the child (pthread_atfork).  Objects created
  *   under another generation are inherited: their locks may be held by
  *   threads that do not exist in the child, so the child never takes them;
  *   only destroy is allowed, and it frees memory and closes fds without
  *   locking, unmapping (MADV_DONTFORK: nothing is mapped) or joining.
+ *   A module with a process-wide lock or per-thread state registers a
+ *   struct vr_atfork from lib.c.
  */
 #ifndef VR_PRIVATE_H
 #define VR_PRIVATE_H
@@ -63,6 +65,7 @@
 #include <sys/types.h>
 
 #include "vrange.h"
+#include "base/fork.h"
 #include "base/lock.h"
 #include "base/macro.h"
 #include "range-map.h"
@@ -205,20 +208,15 @@ uint64_t vr_age_after(uint64_t *last) _nonnull_();
 uint64_t vr_age_after_clock(uint64_t *last) _nonnull_(); /* always the clock */
 void vr_age_init(void);
 
-/* ---- fork.c ---- */
-extern _Atomic unsigned vr_fork_gen;
-int vr_fork_setup(void); /* registers the atfork handlers once */
+/* ---- fork: base/fork.h ---- */
 static inline bool vr_inherited_ctx(const struct vr_ctx *c)
 {
-	return c->fork_gen != atomic_load_explicit(&vr_fork_gen, memory_order_relaxed);
+	return vr_gen_inherited(c->fork_gen);
 }
 static inline bool vr_inherited_region(const struct vr_region *r)
 {
-	return r->fork_gen != atomic_load_explicit(&vr_fork_gen, memory_order_relaxed);
+	return vr_gen_inherited(r->fork_gen);
 }
-
-/* ---- global lock for one-time setup, usable across fork ---- */
-extern pthread_mutex_t vr_global_lock;
 
 /* ---- region.c ---- */
 void vr_region_lock(struct vr_region *r) _nonnull_();
@@ -258,7 +256,7 @@ ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _n
 /* room in the purge heap for n regions; called with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 void vr_purge_init(void); /* at every vr_ctx_new */
-void vr_purge_atfork_child(void);
+extern const struct vr_atfork vr_purge_atfork; /* child: new purge generations */
 
 /* ---- trap.c: backends ---- */
 /* How discarded pages are made to fault.  One backend per process, chosen
@@ -361,7 +359,7 @@ void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
 int vr_fault_install(void); /* installs the SIGSEGV handler once */
-void vr_fault_atfork_child(void);
+extern const struct vr_atfork vr_fault_atfork; /* child: fill slots reset */
 
 /* ---- monitor.c (and monitor.h, mon-*.c) ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread

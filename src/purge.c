@@ -54,10 +54,7 @@ void vr_purge_init(void)
 	atomic_store(&gen_pid, (uint64_t)getpid());
 }
 
-void vr_purge_atfork_child(void)
-{
-	vr_purge_init();
-}
+const struct vr_atfork vr_purge_atfork = { 0, NULL, NULL, vr_purge_init };
 
 uint64_t vr_trap_gen_next(void)
 {
