@@ -175,6 +175,12 @@ enum vr_stat {
 	VR_STAT_REPAIRS,          /* 0.2: cumulative repairs of a shared file's
 				     state this ctx made after finding its lock
 				     holder dead (S30)                           */
+	/* Since 0.3 (A3): what the limit watcher sees, 0 without a limit */
+	VR_STAT_LIMIT_USAGE,      /* the usage it holds against the limit: the
+				     cgroup's usage less LIMIT_FILE_CACHE, or
+				     this process's own memory under
+				     VRANGE_MEMORY_LIMIT                         */
+	VR_STAT_LIMIT_FILE_CACHE, /* the reclaimable file cache it left out     */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -949,6 +955,7 @@ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *a
 
 /* priorities passed to a vr_log_fn (syslog's values) */
 #define VR_LOG_ERR 3
+#define VR_LOG_WARNING 4 /* since 0.3 */
 #define VR_LOG_INFO 6
 #define VR_LOG_DEBUG 7
 

@@ -63,13 +63,12 @@ void vr_log_atfork_child(void)
 	pthread_mutex_init(&log_lock, NULL);
 }
 
-void vr_log(const char *fmt, ...)
+/* to the application's function, else to stderr (debug lines only with
+ * VRANGE_DEBUG=1, the caller checked; warnings always) */
+static void vr_logv(int prio, const char *fmt, va_list ap)
 {
 	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
-	va_end(ap);
 
 	if (vr_held(&log_lock))
 		return; /* a signal handler interrupted this thread's vr_set_log_fn */
@@ -79,15 +78,32 @@ void vr_log(const char *fmt, ...)
 	void *arg = log_arg;
 	vr_unlock(&log_lock);
 	if (fn) {
-		fn(VR_LOG_DEBUG, buf, arg);
+		fn(prio, buf, arg);
 		vr_cb_leave(cb);
 		return;
 	}
 	vr_cb_leave(cb);
 	char line[600];
-	int n = snprintf(line, sizeof(line), "vrange[%d]: %s\n", (int)getpid(), buf);
+	int n = snprintf(line, sizeof(line), "vrange[%d]: %s%s\n", (int)getpid(),
+			 prio == VR_LOG_WARNING ? "warning: " : "", buf);
 	if (n > 0)
 		vr_log_raw(line);
+}
+
+void vr_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vr_logv(VR_LOG_DEBUG, fmt, ap);
+	va_end(ap);
+}
+
+void vr_warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vr_logv(VR_LOG_WARNING, fmt, ap);
+	va_end(ap);
 }
 
 void vr_log_raw(const char *s)

@@ -127,6 +127,7 @@ struct vr_ctx {
 	_Atomic size_t budget;         /* 0 = none; else keep volatile bytes <= it */
 	_Atomic uint64_t memory_limit; /* the limit watched, 0 = none */
 	_Atomic uint64_t limit_events, limit_purges, limit_latency_ns;
+	_Atomic uint64_t limit_usage, limit_file; /* A3: usage counted, cache left out */
 };
 
 /* S10 + S34: what vr_mark keeps the unpurged volatile bytes within: the
@@ -368,6 +369,8 @@ void vr_log_atfork_prepare(void);
 void vr_log_atfork_parent(void);
 void vr_log_atfork_child(void);
 void vr_log(const char *fmt, ...) _printf_(1, 2);
+/* a VR_LOG_WARNING line: to the log function, else always to stderr */
+void vr_warn(const char *fmt, ...) _printf_(1, 2);
 #define vr_dbg(...)                                                                                \
 	do {                                                                                       \
 		if (_unlikely_(atomic_load_explicit(&vr_debug, memory_order_relaxed)))             \
