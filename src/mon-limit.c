@@ -16,7 +16,7 @@
  * usage is then this process's own memory, RssAnon + RssShmem of
  * /proc/self/status (other processes of the cgroup do not count).
  *
- * The limit is detected again once a second along the whole ancestry: a
+ * The limit is detected again twice a second along the whole ancestry: a
  * limit removed, raised, lowered or appearing (also on an ancestor) is
  * followed, vr_ctx_memory_limit() included.  With no limit the watcher
  * stays, idle but for that re-detection, and its source bit is hidden.
@@ -57,9 +57,9 @@
 
 #include "monitor.h"
 
-#define MON_LIMIT_RECHECK_MS 1000 /* the limit itself is detected again this often */
-#define MON_LIMIT_STUCK_MS 50     /* over the threshold, nothing to purge */
-#define MON_LIMIT_DBG_MS 1000     /* at most one per-event debug line per second */
+#define MON_LIMIT_RECHECK_MS 500 /* the limit is detected again this often (A3: 1 s) */
+#define MON_LIMIT_STUCK_MS 50    /* over the threshold, nothing to purge */
+#define MON_LIMIT_DBG_MS 1000    /* at most one per-event debug line per second */
 
 /* pid of the process whose monitor runs a limit purge, or 0; a pid that
  * is not ours was inherited across fork() and counts as free */
@@ -413,7 +413,7 @@ static int limit_open(struct vr_monitor *m)
 	limit = limit_detect(&kind, &where);
 	if (limit == UINT64_MAX)
 		vr_dbg("monitor: limit: none of the process's cgroups has a memory limit (yet: "
-		       "looked for again every second)");
+		       "looked for again twice a second)");
 	limit_apply(m, limit == UINT64_MAX ? 0 : limit, kind, where);
 	return 0;
 }

@@ -527,7 +527,7 @@ int main(void)
 	const char *e = getenv("VT_LIMIT_FILE_RUNS");
 	int runs = e ? atoi(e) : 1, failed = 0, done = 0;
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-		if (only && strcmp(only, all[i].name) != 0)
+		if (only && *only && strcmp(only, all[i].name) != 0)
 			continue;
 		for (int r = 0; r < runs; r++) {
 			int rc = scenario(all[i].name, all[i].limit);
