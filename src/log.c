@@ -65,6 +65,7 @@ void vr_log_atfork_child(void)
 
 /* to the application's function, else to stderr (debug lines only with
  * VRANGE_DEBUG=1, the caller checked; warnings always) */
+static void vr_logv(int prio, const char *fmt, va_list ap) _printf_(2, 0);
 static void vr_logv(int prio, const char *fmt, va_list ap)
 {
 	char buf[512];

@@ -106,6 +106,22 @@ static inline uint64_t vt_cg_key(const char *dir, const char *name, const char *
 	return v;
 }
 
+/* this process's own memory as VRANGE_MEMORY_LIMIT counts it (A3):
+ * RssAnon + RssShmem of /proc/self/status, in bytes */
+static inline uint64_t vt_own_memory(void)
+{
+	char line[256];
+	uint64_t sum = 0, v;
+	FILE *f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %" SCNu64, &v) == 1 ||
+		    sscanf(line, "RssShmem: %" SCNu64, &v) == 1)
+			sum += v << 10;
+	if (f)
+		fclose(f);
+	return sum;
+}
+
 /* the process's own v1 memcg directory, or "" */
 static inline void vt_cg_own_v1(char *out, size_t size)
 {
