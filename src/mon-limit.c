@@ -489,8 +489,12 @@ static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now
 	}
 	/* an event: act from the line, not the exact threshold (usage may
 	 * already be a little under it); a downward crossing after our own
-	 * purge finds usage at the target and does nothing */
-	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, l->plan.line);
+	 * purge finds usage at the target and does nothing.  The event is
+	 * on the raw usage: with file cache left out (the raw usage then
+	 * hovers at the limit and crosses often) only the threshold counts,
+	 * or each crossing would purge a cache at its line to the target */
+	uint64_t from = l->file ? l->plan.threshold : l->plan.line;
+	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, from);
 	return true;
 }
 
