@@ -21,6 +21,15 @@
  *                 1/4 of it (64 MiB) of ordinary
  *                 memory at ~1 GiB/s, so only a threshold purge saves it
  *
+ * Mixed (A3: file cache is not the cache's memory), in a 128 MiB
+ * cgroup: 48 MiB of objects written and released, then a thread reads a
+ * 384 MiB file (on a disk file system, its page cache dropped first)
+ * twice while the main thread re-reads random objects; then every object
+ * is checked once.  Rows: survived, kept (fraction of the objects intact
+ * at the end), hit rate of the re-reads during the streaming:
+ *
+ *   vr-mixed, canary-mixed, droppable-mixed
+ *
  * Rows: survived/runs, peak usage (memory.max_usage_in_bytes or
  * memory.peak), re-read hit rate (p99 column: the lowest run), longest
  * single write+release, and for libvrange the time from a threshold
@@ -39,8 +48,12 @@
 #include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include <vrange.h>
@@ -55,6 +68,7 @@
 #endif
 
 struct result {
+	double kept; /* mixed: fraction of the objects intact at the end */
 	double hit, stall_ms, latency_ms, after_mib;
 	double event_ms; /* vr-spike: kernel threshold event -> first byte reclaimed */
 	uint64_t limit_events, pressure_events;
@@ -236,10 +250,110 @@ static void spike(struct cache *k, const struct vt_cg *cg, struct result *res)
 			 (double)MiB;
 }
 
+/* ---- mixed: the cache and a file streamed through the same cgroup ---- */
+
+#define MIX_LIMIT (128 * MiB)
+#define MIX_FILE (384 * MiB)
+#define MIX_OBJ (48 * MiB / OBJ)
+
+static char mix_path[PATH_MAX];
+static _Atomic bool mix_reading;
+
+static void mix_drop(int fd)
+{
+	fsync(fd);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
+static void *mix_reader(void *arg)
+{
+	static char buf[1 << 20];
+	(void)arg;
+	for (int pass = 0; pass < 2; pass++) {
+		int fd = open(mix_path, O_RDONLY | O_CLOEXEC);
+		CHECK(fd >= 0);
+		mix_drop(fd);
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+	}
+	atomic_store(&mix_reading, false);
+	return NULL;
+}
+
+/* the file on a disk file system (tmpfs pages are no file cache): 0 or 77 */
+static int mix_file(void)
+{
+	const char *dirs[] = { getenv("TMPDIR"), "/tmp", "." };
+	for (size_t i = 0; i < 3 && !mix_path[0]; i++) {
+		struct statfs sf;
+		if (dirs[i] && *dirs[i] && statfs(dirs[i], &sf) == 0 && sf.f_type != TMPFS_MAGIC &&
+		    access(dirs[i], W_OK) == 0)
+			snprintf(mix_path, sizeof(mix_path), "%s/vrbench-limit-%d", dirs[i],
+				 (int)getpid());
+	}
+	if (!mix_path[0])
+		return 77;
+	int fd = open(mix_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	static char chunk[1 << 20];
+	memset(chunk, 0x5a, sizeof(chunk));
+	for (size_t off = 0; off < MIX_FILE; off += sizeof(chunk))
+		CHECK(write(fd, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk));
+	mix_drop(fd);
+	close(fd);
+	return 0;
+}
+
+static void mixed(struct cache *k, struct result *res)
+{
+	bool lost;
+	for (size_t i = 0; i < NOBJ; i++) {
+		vt_obj_fill(cache_get(k, i, true, &lost), i, 0);
+		cache_put(k, i);
+	}
+	pthread_t t;
+	atomic_store(&mix_reading, true);
+	CHECK(pthread_create(&t, NULL, mix_reader, NULL) == 0);
+	uint64_t rng = 0x9e3779b97f4a7c15ull, hits = 0, reads = 0;
+	unsigned *gen = calloc(NOBJ, sizeof(*gen));
+	CHECK(gen);
+	while (atomic_load(&mix_reading)) {
+		size_t i = rng_below(&rng, NOBJ);
+		uint64_t *p = cache_get(k, i, false, &lost);
+		if (!lost) {
+			CHECK(vt_obj_intact(p, i, gen[i]));
+			hits++;
+		} else {
+			vt_obj_fill(p, i, ++gen[i]);
+		}
+		cache_put(k, i);
+		reads++;
+		sleep_ms(1);
+	}
+	pthread_join(t, NULL);
+	size_t kept = 0;
+	for (size_t i = 0; i < NOBJ; i++) {
+		uint64_t *p = cache_get(k, i, false, &lost);
+		if (!lost) {
+			CHECK(vt_obj_intact(p, i, gen[i]));
+			kept++;
+		}
+		cache_put(k, i);
+	}
+	free(gen);
+	res->hit = reads ? (double)hits / (double)reads : 0;
+	res->kept = (double)kept / (double)NOBJ;
+}
+
 static void workload(const char *style, const struct vt_cg *cg, int fd)
 {
 	struct result res = { 0 };
-	struct cache k = { .style = style };
+	/* "X-mixed" is cache X under the mixed workload ("vr-mixed": vr-default) */
+	char base[32];
+	size_t bl = strstr(style, "-mixed") ? (size_t)(strstr(style, "-mixed") - style) : strlen(style);
+	snprintf(base, sizeof(base), "%.*s", (int)bl, style);
+	struct cache k = { .style = strcmp(base, "vr") ? base : "vr-default" };
 	if (vt_cg_enter(cg) < 0)
 		_exit(78);
 	cache_open(&k, &res);
@@ -247,6 +361,10 @@ static void workload(const char *style, const struct vt_cg *cg, int fd)
 		goto out;
 	if (!strcmp(style, "vr-spike")) {
 		spike(&k, cg, &res);
+		goto stats;
+	}
+	if (bl < strlen(style)) {
+		mixed(&k, &res);
 		goto stats;
 	}
 	unsigned *gen = calloc(NOBJ, sizeof(*gen));
@@ -286,13 +404,18 @@ out:
 
 int run_limit(const char *style)
 {
-	LIMIT = BY_MODE(64, 256, 256) * MiB;
-	TOTAL = BY_MODE(256, 1024, 1024) * MiB;
+	bool mix = strstr(style, "-mixed") != NULL;
+	LIMIT = mix ? MIX_LIMIT : BY_MODE(64, 256, 256) * MiB;
+	TOTAL = mix ? MIX_OBJ * OBJ : BY_MODE(256, 1024, 1024) * MiB;
 	NOBJ = TOTAL / OBJ;
+	if (mix && !mix_path[0] && mix_file()) {
+		emit_note("limit: %s skipped: no disk file system to stream from", style);
+		return 77;
+	}
 	REREADS = BY_MODE(1024, 8192, 8192);
 	int runs = BY_MODE(1, 3, 20), survived = 0, done = 0;
 	struct samples peak = { 0 }, hit = { 0 }, stall = { 0 }, lat = { 0 }, after = { 0 },
-		       evt = { 0 };
+		       evt = { 0 }, kept = { 0 };
 	uint64_t events = 0, pevents = 0;
 	for (int run = 0; run < runs; run++) {
 		struct vt_cg cg;
@@ -336,6 +459,8 @@ int run_limit(const char *style)
 			survived++;
 			samples_add(&hit, res.hit);
 			samples_add(&stall, res.stall_ms);
+			if (mix)
+				samples_add(&kept, res.kept);
 			pevents += res.pressure_events;
 			if (res.limit_events) {
 				samples_add(&lat, res.latency_ms);
@@ -352,9 +477,11 @@ int run_limit(const char *style)
 	(snprintf(nm, sizeof(nm), "%s-%s", style, suffix), emit_row(SCEN, nm, med, p99, unit, n))
 	ROW("survived", (double)survived, (double)done, "of-runs", done);
 	ROW("peak-MiB", samples_pct(&peak, 50), samples_pct(&peak, 100), "MiB", (long)peak.n);
+	if (kept.n)
+		ROW("kept", samples_pct(&kept, 50), samples_pct(&kept, 0), "ratio", (long)kept.n);
 	if (hit.n && strcmp(style, "vr-spike"))
 		ROW("hit-rate", samples_pct(&hit, 50), samples_pct(&hit, 0), "ratio", (long)hit.n);
-	if (stall.n && strcmp(style, "vr-spike"))
+	if (stall.n && strcmp(style, "vr-spike") && !mix)
 		ROW("stall-ms", samples_pct(&stall, 50), samples_pct(&stall, 100), "ms",
 		    (long)stall.n);
 	if (lat.n)
@@ -377,5 +504,10 @@ int run_limit(const char *style)
 	samples_free(&lat);
 	samples_free(&after);
 	samples_free(&evt);
+	samples_free(&kept);
+	if (mix) { /* each style runs in its own vrbench child: its own file */
+		unlink(mix_path);
+		mix_path[0] = '\0';
+	}
 	return 0;
 }

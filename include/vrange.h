@@ -93,7 +93,9 @@
  *   VRANGE_MEMORY_LIMIT=BYTES|off
  *                         since 0.2 (S34): use BYTES (k, m, g suffixes) as
  *                         the process's memory limit instead of the one
- *                         detected from its cgroups, or watch none
+ *                         detected from its cgroups, or watch none; since
+ *                         0.3 (A3) BYTES limits this process's own memory
+ *                         (RssAnon + RssShmem), not its cgroup's
  *   VRANGE_CGROUP_DIR=DIR use DIR as the process's cgroup v2 directory
  *   VRANGE_TRAP=guard|mprotect|uffd
  *                         force the trap backend (uffd: since 0.2, S32;
@@ -182,6 +184,13 @@ enum vr_stat {
 	VR_STAT_REPAIRS,          /* 0.2: cumulative repairs of a shared file's
 				     state this ctx made after finding its lock
 				     holder dead (S30)                           */
+	/* Since 0.3 (A3): what the limit watcher sees, 0 without a limit */
+	VR_STAT_LIMIT_USAGE,      /* the usage it holds against the limit: the
+				     cgroup's usage less LIMIT_FILE_CACHE, or
+				     this process's own memory under
+				     VRANGE_MEMORY_LIMIT (bytes, last poll)      */
+	VR_STAT_LIMIT_FILE_CACHE, /* the reclaimable file cache it left out of
+				     that usage (bytes, last poll)               */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -348,12 +357,26 @@ unsigned vr_ctx_monitor_sources(struct vr_ctx *ctx);
  * watcher runs together with the other pressure sources, not instead of
  * them.
  *
+ * A3 (since 0.3): the usage held against a cgroup limit is what the
+ * kernel cannot reclaim without losing data: the cgroup's usage less its
+ * reclaimable file cache (inactive and active file of memory.stat, less a
+ * reserve of L/16 for file I/O in flight), so reading and writing files
+ * never makes the library purge while the kernel can still reclaim file
+ * cache; VR_STAT_LIMIT_USAGE and VR_STAT_LIMIT_FILE_CACHE show both.
+ * VRANGE_MEMORY_LIMIT=BYTES limits this process's own memory (RssAnon +
+ * RssShmem), not its cgroup's: other processes do not count.  A limit
+ * removed, raised or lowered (also on an ancestor), or appearing, is
+ * followed within a second, this function included.  When the budget
+ * falls to nothing the library says so once at VR_LOG_WARNING (the limit,
+ * the usage, where both were read, even without VRANGE_DEBUG); per-event
+ * debug lines are rate-limited.
+ *
  * Lines drawn under the limit L: a crossing of L - L/32 purges down to
- * 3/4 L; the budget (VR_STAT_BUDGET) keeps the cgroup's usage under
- * L - L/16: it is that line minus everything the cgroup holds that is not
- * this ctx's unpurged volatile bytes, as the monitor last measured it.
+ * 3/4 L; the budget (VR_STAT_BUDGET) keeps the usage counted under
+ * L - L/16: it is that line minus everything counted that is not this
+ * ctx's unpurged volatile bytes, as the monitor last measured it.
  * Several ctxs and processes in one cgroup share the headroom first come,
- * first served (doc/monitor.md).  The limit is re-read once a second.
+ * first served (doc/monitor.md).
  *
  * Returns: the limit in bytes, or 0 (NULL ctx, no monitor, no limit,
  * VRANGE_MEMORY_LIMIT=off, VRANGE_MONITOR=off).
@@ -1005,7 +1028,9 @@ typedef void (*vr_log_fn)(int priority, const char *msg, void *arg);
  *
  * While a function is set, the lines VRANGE_DEBUG=1 would print (purges,
  * pressure events, the chosen pressure source and trap backend, skipped
- * purges) go to it instead, whether VRANGE_DEBUG is set or not.  @fn may be
+ * purges) go to it instead, whether VRANGE_DEBUG is set or not, with
+ * VR_LOG_DEBUG; warnings (VR_LOG_WARNING, since 0.3: the limit's budget
+ * fell to nothing) go to it too, and without a function to stderr.  @fn may be
  * called from any thread, including the monitor thread, sometimes with a
  * library lock held: it must not call vr_* functions.  The one line written
  * before a SIGBUS (VRANGE_DEBUG=1) is always written to stderr, since it is

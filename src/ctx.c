@@ -183,6 +183,10 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 		return atomic_load(&c->skipped_busy);
 	case VR_STAT_REPAIRS:
 		return atomic_load(&c->repairs);
+	case VR_STAT_LIMIT_USAGE:
+		return atomic_load(&c->limit_usage);
+	case VR_STAT_LIMIT_FILE_CACHE:
+		return atomic_load(&c->limit_file);
 	}
 	return 0;
 }

@@ -1,22 +1,35 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-limit.c - the limit watcher (API S34): keeps the process's memory
- * limit from being reached because of the ctx's unpurged volatile bytes.
+ * mon-limit.c - the limit watcher (API S34, A3): keeps the process's
+ * memory limit from being reached because of the ctx's unpurged volatile
+ * bytes.
  *
  * The limit is the smallest of: cgroup v1 memory.limit_in_bytes of the
  * process's memcg and its ancestors, cgroup v2 memory.max and memory.high
- * of its cgroup and its ancestors; VRANGE_MEMORY_LIMIT=BYTES|off
- * overrides it (then the usage is the process's own memcg's, or its v2
- * cgroup's, or its resident set from /proc/self/statm).  Usage is read
- * from the cgroup that holds the limit.
+ * of its cgroup and its ancestors.  The usage counted against it (A3) is
+ * what the kernel cannot reclaim without losing data: the usage of the
+ * cgroup holding the limit less its reclaimable file cache (memory.stat:
+ * inactive + active file; why both in doc/monitor.md).  A file being
+ * streamed fills a cgroup with page cache up to its limit, which the
+ * kernel reclaims on demand: counted raw, it made the watcher purge
+ * everything.  VRANGE_MEMORY_LIMIT=BYTES|off overrides the limit; the
+ * usage is then this process's own memory, RssAnon + RssShmem of
+ * /proc/self/status (other processes of the cgroup do not count).
+ *
+ * The limit is detected again twice a second along the whole ancestry: a
+ * limit removed, raised, lowered or appearing (also on an ancestor) is
+ * followed, vr_ctx_memory_limit() included.  With no limit the watcher
+ * stays, idle but for that re-detection, and its source bit is hidden.
  *
  * Three mechanisms, lines from mon-policy.c:
  *   - a v1 usage threshold (cgroup.event_control + eventfd on
  *     memory.usage_in_bytes) at plan.threshold wakes the monitor within
- *     ~0.3 ms of a crossing; v2 memory.events POLLPRI (high, max);
- *   - memory.current / usage_in_bytes polled at a rate that grows as the
- *     headroom shrinks (mon_limit_interval), which also catches what the
- *     events miss;
+ *     ~0.3 ms of a crossing; v2 memory.events POLLPRI (high, max).  These
+ *     see the raw usage: with file cache in the cgroup they fire and find
+ *     nothing to do, the polls below keep watch;
+ *   - the usage polled at a rate that grows as the headroom (of the usage
+ *     counted) shrinks (mon_limit_interval); each poll reads the usage
+ *     file and memory.stat (~2 + ~5 us here, measured: doc/monitor.md);
  *   - each poll publishes the ctx's budget (ctx->budget, one atomic):
  *     vr_mark keeps the unpurged volatile bytes within it synchronously,
  *     in the marking thread, with no system call (vr_ctx_effective_limit),
@@ -24,10 +37,12 @@
  * A crossing purges in S8 order until usage is back at plan.target, never
  * further (one range of overshoot at most): vr_purge_lru(BYTES, excess).
  *
- * The purge path allocates nothing and opens nothing: the usage file is
+ * The purge path allocates nothing and opens nothing: the usage files are
  * opened once and re-read with pread.  One limit purge at a time per
  * process (limit_owner), so two ctxs woken by the same crossing do not
  * both purge to the target: the second re-reads usage after the first.
+ * Debug lines per event are rate-limited (one a second, with the count
+ * held back); the budget falling to nothing is said once at LOG_WARNING.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,8 +57,9 @@
 
 #include "monitor.h"
 
-#define MON_LIMIT_RECHECK_MS 1000 /* the limit itself is re-read this often */
-#define MON_LIMIT_STUCK_MS 50     /* over the threshold, nothing to purge */
+#define MON_LIMIT_RECHECK_MS 500 /* the limit is detected again this often (A3: 1 s) */
+#define MON_LIMIT_STUCK_MS 50    /* over the threshold, nothing to purge */
+#define MON_LIMIT_DBG_MS 1000    /* at most one per-event debug line per second */
 
 /* pid of the process whose monitor runs a limit purge, or 0; a pid that
  * is not ours was inherited across fork() and counts as free */
@@ -56,33 +72,90 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static bool read_usage(struct mon_limit *l, uint64_t *out)
+/* whole small file at fd into buf (NUL terminated); false if empty */
+static bool pread_text(int fd, char *buf, size_t size)
 {
-	char buf[128];
-	ssize_t n = pread(l->usage_fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = fd >= 0 ? pread(fd, buf, size - 1, 0) : -1;
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	char *end;
-	const char *p = buf;
-	if (l->statm) { /* "size resident shared ...", in pages */
-		strtoull(p, &end, 10);
-		p = end;
-	}
-	errno = 0;
-	unsigned long long v = strtoull(p, &end, 10);
-	if (errno || end == p)
-		return false;
-	*out = l->statm ? (uint64_t)v << vr_page_shift() : v;
 	return true;
+}
+
+/* the usage counted (A3) into *out, l->raw and l->file: the cgroup's
+ * usage less its reclaimable file cache, or RssAnon + RssShmem */
+static bool read_usage(struct mon_limit *l, uint64_t *out)
+{
+	char buf[8192]; /* memory.stat, status: 1-3 KiB; the stack is mlocked */
+	if (!pread_text(l->usage_fd, buf, l->own ? sizeof(buf) : 64))
+		return false;
+	if (l->own) {
+		if (!mon_status_own(buf, &l->raw))
+			return false;
+		l->file = 0;
+	} else {
+		if (!mon_parse_limit(buf, &l->raw) || l->raw == UINT64_MAX)
+			return false;
+		/* no memory.stat: the raw usage, never less */
+		uint64_t file = pread_text(l->stat_fd, buf, sizeof(buf))
+					? mon_stat_file_cache(buf, l->kind == MON_LIM_V1)
+					: 0;
+		l->file = mon_limit_reclaimable(&l->plan, file);
+		if (l->file > l->raw)
+			l->file = l->raw;
+	}
+	*out = l->raw - l->file;
+	return true;
+}
+
+static const char *limit_where(const struct mon_limit *l)
+{
+	return l->kind == MON_LIM_V1   ? "memory.limit_in_bytes"
+	       : l->kind == MON_LIM_V2 ? "memory.max/memory.high"
+				       : "VRANGE_MEMORY_LIMIT";
+}
+
+static const char *usage_where(const struct mon_limit *l)
+{
+	return l->own                  ? "RssAnon+RssShmem of /proc/self/status"
+	       : l->kind == MON_LIM_V1 ? "memory.usage_in_bytes less file cache of memory.stat"
+				       : "memory.current less file cache of memory.stat";
 }
 
 static void publish_budget(struct vr_monitor *m, uint64_t usage)
 {
 	struct vr_ctx *c = m->ctx;
+	struct mon_limit *l = &m->lim;
 	vr_ctx_sync_shared(c); /* S29: shared files changed by other processes */
-	uint64_t b = mon_limit_budget(&m->lim.plan, usage, vr_ctx_gauge(c, VR_G_VOLATILE));
+	uint64_t b = mon_limit_budget(&l->plan, usage, vr_ctx_gauge(c, VR_G_VOLATILE));
 	atomic_store_explicit(&c->budget, (size_t)b, memory_order_relaxed);
+	atomic_store_explicit(&c->limit_usage, usage, memory_order_relaxed);
+	atomic_store_explicit(&c->limit_file, l->file, memory_order_relaxed);
+	if (b > 1 || l->warned)
+		return;
+	l->warned = true;
+	vr_warn("limit: no budget left for volatile bytes (every new one is purged): limit "
+		"%" PRIu64 " (%s%s%s), usage %" PRIu64 " (%s%s%s: %" PRIu64 " less %" PRIu64
+		"), %" PRIu64 " of it not this ctx's volatile bytes",
+		l->plan.limit, limit_where(l), l->dir && !l->own ? " of " : "",
+		l->dir && !l->own ? l->dir : "", usage, usage_where(l),
+		l->dir && !l->own ? " of " : "", l->dir && !l->own ? l->dir : "", l->raw, l->file,
+		usage - (usage < vr_ctx_gauge(c, VR_G_VOLATILE) ? usage
+								: vr_ctx_gauge(c, VR_G_VOLATILE)));
+}
+
+/* rate-limited per-event debug line: true if one may be written now */
+static bool dbg_due(struct mon_limit *l)
+{
+	if (!atomic_load_explicit(&vr_debug, memory_order_relaxed))
+		return false;
+	uint64_t now = mon_now_ms();
+	if (l->dbg_ms && now - l->dbg_ms < MON_LIMIT_DBG_MS) {
+		l->dbg_quiet++;
+		return false;
+	}
+	l->dbg_ms = now;
+	return true;
 }
 
 /* purges down to the target: the bytes reclaimed, or -1 if another ctx
@@ -126,11 +199,23 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 	}
 	publish_budget(m, usage);
 	*usage_io = usage;
-	vr_dbg("monitor: limit: usage %" PRIu64 " >= %" PRIu64 ": purged %" PRIu64
-	       " bytes, usage now %" PRIu64 " (target %" PRIu64 "), first byte after %" PRIu64
-	       " us",
-	       start, l->plan.threshold, total, usage, l->plan.target, lat / 1000);
+	if (dbg_due(l)) {
+		vr_log("monitor: limit: usage %" PRIu64 " (file cache %" PRIu64
+		       " left out) >= %" PRIu64 ": purged %" PRIu64 " bytes, usage now %" PRIu64
+		       " (target %" PRIu64 "), first byte after %" PRIu64
+		       " us (%u such lines held back)",
+		       start, l->file, l->plan.threshold, total, usage, l->plan.target, lat / 1000,
+		       l->dbg_quiet);
+		l->dbg_quiet = 0;
+	}
 	return (int64_t)total;
+}
+
+/* ms to the next re-detection of the limit */
+static unsigned until_recheck(const struct mon_limit *l)
+{
+	uint64_t now = mon_now_ms();
+	return l->recheck_ms > now ? (unsigned)(l->recheck_ms - now) : MON_LIMIT_MIN_MS;
 }
 
 /* one observation of usage: budget, purge on a crossing, next poll */
@@ -138,6 +223,8 @@ static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
 {
 	struct mon_limit *l = &m->lim;
 	uint64_t usage, t0 = now_ns();
+	if (!l->kind)
+		return until_recheck(l);
 	if (!read_usage(l, &usage))
 		return MON_LIMIT_MAX_MS;
 	publish_budget(m, usage);
@@ -161,7 +248,7 @@ static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
 static int limit_arm_threshold(struct mon_limit *l)
 {
 	mon_close_fd(&l->thr_efd);
-	if (l->statm || l->kind == MON_LIM_V2 || !l->dir)
+	if (l->own || l->kind != MON_LIM_V1 || !l->dir)
 		return 0;
 	char p[PATH_MAX], buf[96];
 	snprintf(p, sizeof(p), "%s/cgroup.event_control", l->dir);
@@ -188,81 +275,120 @@ static int limit_arm_threshold(struct mon_limit *l)
 static const char *const v1_limit[] = { "memory.limit_in_bytes", NULL };
 static const char *const v2_limit[] = { "memory.max", "memory.high", NULL };
 
-/* the smallest limit of the process's cgroups: l->kind, l->dir */
-static uint64_t limit_detect(struct mon_limit *l)
+/* the smallest limit of the process's cgroups: *kind, *where (malloc'ed) */
+static uint64_t limit_detect(int *kind, char **where)
 {
 	uint64_t best = UINT64_MAX;
-	char *dir = NULL, *mnt = NULL, *where = NULL;
+	char *dir = NULL, *mnt = NULL, *w = NULL;
+	*kind = 0;
+	*where = NULL;
 	if (mon_cg1_find_dir(&dir, &mnt) == 0) {
-		best = mon_walk_limit(mnt, dir, v1_limit, &where);
+		best = mon_walk_limit(mnt, dir, v1_limit, &w);
 		if (best != UINT64_MAX) {
-			l->kind = MON_LIM_V1;
-			l->dir = where;
-			where = NULL;
+			*kind = MON_LIM_V1;
+			*where = w;
+			w = NULL;
 		}
 	}
 	free(dir);
 	free(mnt);
-	free(where);
+	free(w);
+	w = NULL;
 	const char *m2 = mon_cg2_mount();
 	dir = m2 ? mon_cg2_find_dir() : NULL;
 	if (dir) {
-		uint64_t v = mon_walk_limit(m2, dir, v2_limit, &where);
+		uint64_t v = mon_walk_limit(m2, dir, v2_limit, &w);
 		if (v < best) {
 			best = v;
-			l->kind = MON_LIM_V2;
-			free(l->dir);
-			l->dir = where;
-			where = NULL;
+			*kind = MON_LIM_V2;
+			free(*where);
+			*where = w;
+			w = NULL;
 		}
 	}
 	free(dir);
-	free(where);
+	free(w);
+	if (best == UINT64_MAX) {
+		free(*where);
+		*where = NULL;
+		*kind = 0;
+	}
 	return best;
 }
 
-/* VRANGE_MEMORY_LIMIT: usage of the own memcg, v2 cgroup, or statm */
-static void limit_override_dir(struct mon_limit *l)
+static void limit_close_fds(struct mon_limit *l)
 {
-	char *dir = NULL, *mnt = NULL;
-	l->kind = MON_LIM_OVERRIDE;
-	if (mon_cg1_find_dir(&dir, &mnt) == 0 && mon_exists_in(dir, "memory.usage_in_bytes")) {
-		l->dir = dir;
-		dir = NULL;
-	} else {
-		free(dir);
-		dir = mon_cg2_mount() ? mon_cg2_find_dir() : NULL;
-		if (dir && mon_exists_in(dir, "memory.current") &&
-		    mon_exists_in(dir, "cgroup.events")) {
-			l->dir = dir;
-			dir = NULL;
-		}
-	}
-	free(dir);
-	free(mnt);
+	mon_close_fd(&l->thr_efd);
+	mon_close_fd(&l->events_fd);
+	mon_close_fd(&l->stat_fd);
+	mon_close_fd(&l->usage_fd);
 }
 
-static int limit_open_usage(struct mon_limit *l)
+static int open_in(const char *dir, const char *name)
 {
 	char p[PATH_MAX];
-	if (l->dir) {
-		bool v1 = mon_exists_in(l->dir, "memory.usage_in_bytes");
-		snprintf(p, sizeof(p), "%s/%s", l->dir,
-			 v1 ? "memory.usage_in_bytes" : "memory.current");
-		l->usage_fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (l->usage_fd >= 0) {
-			if (l->kind == MON_LIM_OVERRIDE && !v1)
-				l->kind = MON_LIM_V2; /* no threshold events there */
-			if (!v1) {
-				snprintf(p, sizeof(p), "%s/memory.events", l->dir);
-				l->events_fd = open(p, O_RDONLY | O_CLOEXEC);
-			}
-			return 0;
-		}
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) >= sizeof(p))
+		return -1;
+	return open(p, O_RDONLY | O_CLOEXEC);
+}
+
+/* the usage files of l->kind / l->dir; 0 or -errno */
+static int limit_open_usage(struct mon_limit *l)
+{
+	if (l->own) {
+		l->usage_fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+		return l->usage_fd < 0 ? -errno : 0;
 	}
-	l->statm = true;
-	l->usage_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	return l->usage_fd < 0 ? -errno : 0;
+	bool v1 = l->kind == MON_LIM_V1;
+	l->usage_fd = open_in(l->dir, v1 ? "memory.usage_in_bytes" : "memory.current");
+	if (l->usage_fd < 0)
+		return -errno;
+	l->stat_fd = open_in(l->dir, "memory.stat");
+	if (!v1)
+		l->events_fd = open_in(l->dir, "memory.events");
+	return 0;
+}
+
+/* the watcher now keeps to @limit (0: none) found in @where: files,
+ * plan, lines, threshold, the ctx's view; false if usage cannot be read */
+static bool limit_apply(struct vr_monitor *m, uint64_t limit, int kind, char *where)
+{
+	struct mon_limit *l = &m->lim;
+	struct vr_ctx *c = m->ctx;
+	limit_close_fds(l);
+	free(l->dir);
+	l->dir = where;
+	l->kind = limit ? kind : 0;
+	int err = l->kind ? limit_open_usage(l) : 0;
+	if (err < 0) {
+		vr_dbg("monitor: limit: no usage to read in %s: %s", l->dir ? l->dir : "?",
+		       strerror(-err));
+		limit_close_fds(l);
+		l->kind = 0;
+	}
+	if (!l->kind) {
+		l->plan = (struct mon_limit_plan){ 0 };
+		atomic_store(&c->budget, 0);
+		atomic_store(&c->memory_limit, 0);
+		atomic_store(&c->limit_usage, 0);
+		atomic_store(&c->limit_file, 0);
+		atomic_fetch_and(&c->monitor_sources, ~(1u << VR_MONITOR_LIMIT));
+		return err == 0;
+	}
+	mon_limit_plan(limit, &l->plan);
+	limit_arm_threshold(l);
+	if (!read_usage(l, &l->usage))
+		l->usage = 0;
+	l->interval = 0;
+	publish_budget(m, l->usage);
+	atomic_store(&c->memory_limit, limit);
+	atomic_fetch_or(&c->monitor_sources, 1u << VR_MONITOR_LIMIT);
+	vr_dbg("monitor: limit %" PRIu64 " (%s%s%s), usage %" PRIu64 " (%s: %" PRIu64
+	       " less %" PRIu64 "), threshold %" PRIu64 ", line %" PRIu64 ", target %" PRIu64 "%s",
+	       limit, limit_where(l), l->dir ? " of " : "", l->dir ? l->dir : "", l->usage,
+	       usage_where(l), l->raw, l->file, l->plan.threshold, l->plan.line, l->plan.target,
+	       l->thr_efd >= 0 ? ", usage threshold armed" : "");
+	return true;
 }
 
 static int limit_open(struct vr_monitor *m)
@@ -276,77 +402,61 @@ static int limit_open(struct vr_monitor *m)
 		vr_dbg("monitor: limit: off (VRANGE_MEMORY_LIMIT)");
 		return -ENOENT;
 	}
-	if (limit == UINT64_MAX)
-		limit = limit_detect(l);
-	else
-		limit_override_dir(l);
-	if (limit == UINT64_MAX) {
-		vr_dbg("monitor: limit: none of the process's cgroups has a memory limit");
-		return -ENOENT;
-	}
-	int err = limit_open_usage(l);
-	if (err < 0) {
-		vr_dbg("monitor: limit: no usage to read: %s", strerror(-err));
-		return err;
-	}
-	mon_limit_plan(limit, &l->plan);
-	atomic_store(&m->ctx->memory_limit, limit);
-	limit_arm_threshold(l);
-	read_usage(l, &l->usage);
-	publish_budget(m, l->usage);
 	l->recheck_ms = mon_now_ms() + MON_LIMIT_RECHECK_MS;
-	vr_dbg("monitor: limit %" PRIu64 " (%s%s%s), usage %" PRIu64 ", threshold %" PRIu64
-	       ", line %" PRIu64 ", target %" PRIu64 "%s",
-	       limit,
-	       l->kind == MON_LIM_V1   ? "cgroup1 "
-	       : l->kind == MON_LIM_V2 ? "cgroup2 "
-				       : "VRANGE_MEMORY_LIMIT",
-	       l->kind == MON_LIM_OVERRIDE ? (l->statm ? ", statm" : ", usage of ") : "",
-	       l->dir && !l->statm ? l->dir : "", l->usage, l->plan.threshold, l->plan.line,
-	       l->plan.target, l->thr_efd >= 0 ? ", usage threshold armed" : "");
+	if (limit != UINT64_MAX) {
+		l->env = limit;
+		l->own = true;
+		return limit_apply(m, limit, MON_LIM_OVERRIDE, NULL) ? 0 : -EIO;
+	}
+	int kind;
+	char *where;
+	limit = limit_detect(&kind, &where);
+	if (limit == UINT64_MAX)
+		vr_dbg("monitor: limit: none of the process's cgroups has a memory limit (yet: "
+		       "looked for again twice a second)");
+	limit_apply(m, limit == UINT64_MAX ? 0 : limit, kind, where);
 	return 0;
 }
 
 static void limit_close(struct vr_monitor *m)
 {
 	struct mon_limit *l = &m->lim;
-	mon_close_fd(&l->thr_efd);
-	mon_close_fd(&l->events_fd);
-	mon_close_fd(&l->usage_fd);
+	limit_close_fds(l);
 	free(l->dir);
-	*l = (struct mon_limit){ .usage_fd = -1, .thr_efd = -1, .events_fd = -1 };
+	*l = (struct mon_limit){ .usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1 };
 	atomic_store(&m->ctx->budget, 0);
 	atomic_store(&m->ctx->memory_limit, 0);
 }
 
-/* the limit itself may change (a v1 limit_in_bytes written, a v2
- * memory.max): re-read it where it was found and re-arm */
+/* the limit itself may change (written, removed, set on an ancestor):
+ * detect it again along the whole ancestry and follow it */
 static void limit_recheck(struct vr_monitor *m, uint64_t now)
 {
 	struct mon_limit *l = &m->lim;
 	l->recheck_ms = now + MON_LIMIT_RECHECK_MS;
-	if (l->kind == MON_LIM_OVERRIDE || !l->dir)
+	if (l->own)
 		return;
-	const char *const *names = l->kind == MON_LIM_V1 ? v1_limit : v2_limit;
-	uint64_t best = UINT64_MAX;
-	for (const char *const *n = names; *n; n++) {
-		uint64_t v;
-		if (mon_read_u64_or_max(l->dir, *n, &v) && v < best)
-			best = v;
+	int kind;
+	char *where;
+	uint64_t best = limit_detect(&kind, &where);
+	uint64_t was = l->kind ? l->plan.limit : 0, now_lim = best == UINT64_MAX ? 0 : best;
+	bool same_dir = (!where && !l->dir) || (where && l->dir && strcmp(where, l->dir) == 0);
+	if (now_lim == was && same_dir && kind == l->kind) {
+		free(where);
+		return;
 	}
-	if (best == l->plan.limit || best == UINT64_MAX)
-		return;
-	vr_dbg("monitor: limit %" PRIu64 " -> %" PRIu64, l->plan.limit, best);
-	mon_limit_plan(best, &l->plan);
-	atomic_store(&m->ctx->memory_limit, best);
-	limit_arm_threshold(l);
+	vr_dbg("monitor: limit %" PRIu64 " -> %" PRIu64 " (%s)", was, now_lim,
+	       where ? where : "no limit");
+	limit_apply(m, now_lim, kind, where);
 }
 
 static unsigned limit_check(struct vr_monitor *m, uint64_t now)
 {
 	if (now >= m->lim.recheck_ms)
 		limit_recheck(m, now);
-	return limit_observe(m, m->lim.plan.threshold);
+	unsigned ms = limit_observe(m, m->lim.plan.threshold);
+	unsigned re = until_recheck(&m->lim);
+	return ms < re ? ms : re;
 }
 
 static int limit_fds(struct vr_monitor *m, struct pollfd *pfd)
@@ -365,9 +475,13 @@ static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now
 		uint64_t cnt;
 		if (read(l->thr_efd, &cnt, sizeof(cnt)) != sizeof(cnt))
 			return errno == EAGAIN || errno == EINTR;
-		/* the kernel signals once more when the cgroup goes away */
-		if (!mon_exists_in(l->dir, "memory.usage_in_bytes"))
-			return false;
+		/* the kernel signals once more when the cgroup goes away:
+		 * detect the limit again at once */
+		if (!mon_exists_in(l->dir, "memory.usage_in_bytes")) {
+			limit_recheck(m, now);
+			m->next_check[VR_MONITOR_LIMIT] = now + MON_LIMIT_MIN_MS;
+			return true;
+		}
 	} else {
 		char scratch[512]; /* acknowledge the kernfs POLLPRI */
 		if (pread(l->events_fd, scratch, sizeof(scratch), 0) < 0)
@@ -375,8 +489,12 @@ static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now
 	}
 	/* an event: act from the line, not the exact threshold (usage may
 	 * already be a little under it); a downward crossing after our own
-	 * purge finds usage at the target and does nothing */
-	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, l->plan.line);
+	 * purge finds usage at the target and does nothing.  The event is
+	 * on the raw usage: with file cache left out (the raw usage then
+	 * hovers at the limit and crosses often) only the threshold counts,
+	 * or each crossing would purge a cache at its line to the target */
+	uint64_t from = l->file ? l->plan.threshold : l->plan.line;
+	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, from);
 	return true;
 }
 

@@ -326,3 +326,29 @@ uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *nam
 	free(cur);
 	return best;
 }
+
+/* The file cache the kernel can reclaim in a memory.stat text (API A3):
+ * the whole file LRU, inactive and active (doc/monitor.md, "The usage
+ * counted", has the measurement behind counting active too).  v1 has
+ * the subtree's figures under total_, v2's are hierarchical already.
+ * Missing keys count 0: the usage is then the raw usage, never less. */
+uint64_t mon_stat_file_cache(const char *stat, bool v1)
+{
+	uint64_t inactive = 0, active = 0;
+	if (!mon_find_key(stat, v1 ? "total_inactive_file" : "inactive_file", &inactive))
+		inactive = 0;
+	if (!mon_find_key(stat, v1 ? "total_active_file" : "active_file", &active))
+		active = 0;
+	return inactive + active;
+}
+
+/* this process's own memory in a /proc/self/status text: RssAnon +
+ * RssShmem (kB); false if either is missing */
+bool mon_status_own(const char *status, uint64_t *out)
+{
+	uint64_t anon, shmem;
+	if (!mon_find_key(status, "RssAnon", &anon) || !mon_find_key(status, "RssShmem", &shmem))
+		return false;
+	*out = (anon + shmem) << 10;
+	return true;
+}

@@ -124,6 +124,12 @@ uint64_t mon_limit_excess(const struct mon_limit_plan *pl, uint64_t usage)
 	return usage > pl->target ? usage - pl->target : 0;
 }
 
+uint64_t mon_limit_reclaimable(const struct mon_limit_plan *pl, uint64_t file)
+{
+	uint64_t reserve = pl->limit / MON_FILE_RESERVE_DIV;
+	return file > reserve ? file - reserve : 0;
+}
+
 uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint64_t own_volatile)
 {
 	uint64_t other = usage > own_volatile ? usage - own_volatile : 0;

@@ -96,7 +96,9 @@ static const struct mon_source *const all_sources[] = {
 static void publish(struct vr_monitor *m)
 {
 	atomic_store(&m->ctx->monitor_source, m->primary);
-	atomic_store(&m->ctx->monitor_sources, m->active);
+	/* the limit watcher waiting for a limit to appear is not shown */
+	unsigned hide = m->lim.kind ? 0 : 1u << VR_MONITOR_LIMIT;
+	atomic_store(&m->ctx->monitor_sources, m->active & ~hide);
 }
 
 static void activate(struct vr_monitor *m, const struct mon_source *s)
@@ -227,7 +229,7 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 	bool f = false;
 	if (atomic_compare_exchange_strong(&code_locked, &f, true))
 		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_purge_lru);
-	if (!(m->active & (1u << VR_MONITOR_LIMIT)))
+	if (!(m->active & (1u << VR_MONITOR_LIMIT)) || !m->lim.kind)
 		return;
 	struct sched_param sp = { .sched_priority = 1 };
 	int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
@@ -377,7 +379,8 @@ int vr_monitor_start(struct vr_ctx *ctx)
 		.ino_fd = -1, .ino_wd = -1, .events_fd = -1, .trig = { .trig_fd = { -1, -1 } }
 	};
 	m->cg1.efd[0] = m->cg1.efd[1] = -1;
-	m->lim = (struct mon_limit){ .usage_fd = -1, .thr_efd = -1, .events_fd = -1 };
+	m->lim =
+		(struct mon_limit){ .usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1 };
 	m->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (m->wake_fd < 0) {
 		int err = -errno;

@@ -70,6 +70,11 @@ struct mon_limit_plan {
 void mon_limit_plan(uint64_t limit, struct mon_limit_plan *out) _nonnull_();
 /* bytes a limit purge takes at usage: down to the target, never below */
 uint64_t mon_limit_excess(const struct mon_limit_plan *pl, uint64_t usage) _nonnull_();
+/* the file cache left out of the usage (A3): all the reclaimable cache
+ * but a reserve of L/MON_FILE_RESERVE_DIV for file I/O in flight (pages
+ * being read are locked: the kernel cannot reclaim them, measured) */
+#define MON_FILE_RESERVE_DIV 16
+uint64_t mon_limit_reclaimable(const struct mon_limit_plan *pl, uint64_t file) _nonnull_();
 /* the ctx's budget: the line minus what the cgroup holds that is not this
  * ctx's unpurged volatile bytes; at least 1 (0 would mean "no budget") */
 uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint64_t own_volatile)
@@ -113,6 +118,10 @@ uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *nam
 char *mon_slurp(const char *path) _nonnull_();
 /* "BYTES[k|m|g]" or "off": 0 = off, UINT64_MAX = not set/invalid */
 uint64_t mon_parse_bytes(const char *s);
+/* the reclaimable file cache of a memory.stat text (v1: total_ keys) */
+uint64_t mon_stat_file_cache(const char *stat, bool v1) _nonnull_();
+/* RssAnon + RssShmem of a /proc/self/status text, in bytes */
+bool mon_status_own(const char *status, uint64_t *out) _nonnull_();
 
 /* ---- sources ---- */
 
@@ -164,18 +173,22 @@ struct mon_meminfo {
 };
 enum mon_limit_kind { MON_LIM_V1 = 1, MON_LIM_V2, MON_LIM_OVERRIDE };
 struct mon_limit {
-	int kind;
-	char *dir;       /* the cgroup whose usage is compared, or NULL */
-	char *limit_dir; /* where the binding limit was found (re-read) */
-	int usage_fd;    /* memory.usage_in_bytes / memory.current / statm */
-	bool statm;      /* usage_fd is /proc/self/statm */
-	int thr_efd;     /* v1 usage threshold eventfd, or -1 */
-	int events_fd;   /* v2 memory.events (POLLPRI), or -1 */
+	int kind;      /* 0 while no limit applies (the watcher waits for one) */
+	char *dir;     /* the cgroup holding the limit, whose usage counts */
+	uint64_t env;  /* VRANGE_MEMORY_LIMIT, or 0 */
+	int usage_fd;  /* memory.usage_in_bytes / memory.current / status */
+	int stat_fd;   /* memory.stat of dir: the file cache, or -1 */
+	bool own;      /* usage_fd is /proc/self/status (VRANGE_MEMORY_LIMIT) */
+	int thr_efd;   /* v1 usage threshold eventfd, or -1 */
+	int events_fd; /* v2 memory.events (POLLPRI), or -1 */
 	struct mon_limit_plan plan;
-	uint64_t usage; /* last read */
+	uint64_t usage;     /* last counted: raw - file */
+	uint64_t raw, file; /* last read: the usage file, the reclaimable cache */
 	unsigned interval;
 	uint64_t recheck_ms; /* next re-read of the limit itself */
-	uint64_t fired_us;   /* when the threshold event was seen, or 0 */
+	bool warned;         /* the budget-zero warning was given */
+	uint64_t dbg_ms;     /* last per-event debug line */
+	unsigned dbg_quiet;  /* lines held back since */
 };
 
 struct vr_monitor {

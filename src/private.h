@@ -130,6 +130,7 @@ struct vr_ctx {
 	_Atomic size_t budget;         /* 0 = none; else keep volatile bytes <= it */
 	_Atomic uint64_t memory_limit; /* the limit watched, 0 = none */
 	_Atomic uint64_t limit_events, limit_purges, limit_latency_ns;
+	_Atomic uint64_t limit_usage, limit_file; /* A3: usage counted, cache left out */
 };
 
 /* S10 + S34: what vr_mark keeps the unpurged volatile bytes within: the

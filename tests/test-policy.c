@@ -102,6 +102,31 @@ static void test_limit_lines(void **state)
 	assert_true(pl.target <= pl.line && pl.line <= pl.threshold && pl.threshold <= pl.limit);
 }
 
+/* A3: the usage counted leaves out the file cache but for a reserve of
+ * L/16; v1 reads the subtree's total_ keys, v2 its own (hierarchical) */
+static void test_limit_usage(void **state)
+{
+	(void)state;
+	struct mon_limit_plan pl;
+	mon_limit_plan(128 * MiB, &pl);
+	assert_true(mon_limit_reclaimable(&pl, 100 * MiB) == 92 * MiB);
+	assert_true(mon_limit_reclaimable(&pl, 8 * MiB) == 0);
+	assert_true(mon_limit_reclaimable(&pl, 0) == 0);
+	const char *v1 = "cache 1\ninactive_file 4096\nactive_file 4096\n"
+			 "total_inactive_file 1000\ntotal_active_file 24\ntotal_shmem 7\n";
+	assert_true(mon_stat_file_cache(v1, true) == 1024);
+	const char *v2 = "anon 5\nfile 9\nshmem 3\ninactive_anon 2\ninactive_file 300\n"
+			 "active_file 12\n";
+	assert_true(mon_stat_file_cache(v2, false) == 312);
+	assert_true(mon_stat_file_cache("anon 5\n", false) == 0); /* never less than raw */
+	uint64_t own = 0;
+	const char *st = "Name:\tx\nVmRSS:\t  900 kB\nRssAnon:\t  300 kB\nRssFile:\t"
+			 "  500 kB\nRssShmem:\t  100 kB\n";
+	assert_true(mon_status_own(st, &own));
+	assert_true(own == 400 * 1024); /* anon + shmem, not file */
+	assert_false(mon_status_own("Name:\tx\nRssAnon:\t1 kB\n", &own));
+}
+
 static void test_limit_interval(void **state)
 {
 	(void)state;
@@ -256,7 +281,8 @@ int main(void)
 		cmocka_unit_test(test_coalescing),     cmocka_unit_test(test_hold),
 		cmocka_unit_test(test_levels),         cmocka_unit_test(test_limit_lines),
 		cmocka_unit_test(test_limit_interval), cmocka_unit_test(test_parse),
-		cmocka_unit_test(test_discovery),      cmocka_unit_test(test_walk),
+		cmocka_unit_test(test_limit_usage),    cmocka_unit_test(test_discovery),
+		cmocka_unit_test(test_walk),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,22 @@ static inline uint64_t vt_cg_key(const char *dir, const char *name, const char *
 	return v;
 }
 
+/* this process's own memory as VRANGE_MEMORY_LIMIT counts it (A3):
+ * RssAnon + RssShmem of /proc/self/status, in bytes */
+static inline uint64_t vt_own_memory(void)
+{
+	char line[256];
+	uint64_t sum = 0, v;
+	FILE *f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %" SCNu64, &v) == 1 ||
+		    sscanf(line, "RssShmem: %" SCNu64, &v) == 1)
+			sum += v << 10;
+	if (f)
+		fclose(f);
+	return sum;
+}
+
 /* the process's own v1 memcg directory, or "" */
 static inline void vt_cg_own_v1(char *out, size_t size)
 {
@@ -208,6 +224,39 @@ static inline int vt_cg_create(struct vt_cg *cg, uint64_t limit, const char **wh
 	    vt_cg_read(cg->dir, cg->v2 ? "memory.max" : "memory.limit_in_bytes") != limit) {
 		rmdir(cg->dir);
 		*why = "cannot set the child cgroup's limit";
+		return 77;
+	}
+	return 0;
+}
+
+/* a cgroup nested in @parent (made by vt_cg_create) with the limit: 0,
+ * or 77 with *why set */
+static inline int vt_cg_create_in(struct vt_cg *cg, const struct vt_cg *parent, uint64_t limit,
+				  const char **why)
+{
+	char val[32];
+	cg->v2 = parent->v2;
+	if (limit > VT_CG_MAX_LIMIT) {
+		*why = "limit above 1 GiB refused";
+		return 77;
+	}
+	if ((size_t)snprintf(cg->dir, sizeof(cg->dir), "%s/in", parent->dir) >= sizeof(cg->dir) ||
+	    mkdir(cg->dir, 0755) < 0) {
+		cg->dir[0] = '\0';
+		*why = "cannot create a nested child cgroup";
+		return 77;
+	}
+	if (cg->v2 && vt_cg_write(parent->dir, "cgroup.subtree_control", "+memory") < 0) {
+		rmdir(cg->dir);
+		cg->dir[0] = '\0';
+		*why = "cannot delegate memory to a nested cgroup2";
+		return 77;
+	}
+	snprintf(val, sizeof(val), "%" PRIu64, limit);
+	if (vt_cg_write(cg->dir, cg->v2 ? "memory.max" : "memory.limit_in_bytes", val) < 0) {
+		rmdir(cg->dir);
+		cg->dir[0] = '\0';
+		*why = "cannot set the nested cgroup's limit";
 		return 77;
 	}
 	return 0;
