@@ -205,13 +205,3 @@ _export_ uint64_t vr_ctx_memory_limit(struct vr_ctx *c)
 {
 	return live(c) ? atomic_load(&c->memory_limit) : 0;
 }
-
-_export_ const char *vr_monitor_source_name(int source)
-{
-	static const char *const names[] = {
-		"none", "cgroup2", "psi", "cgroup1", "meminfo", "limit"
-	};
-	if (source < 0 || (size_t)source >= VR_ARRAY_SIZE(names))
-		return "unknown";
-	return names[source];
-}

@@ -126,7 +126,7 @@ struct vr_ctx {
 	_Atomic int monitor_source;       /* enum vr_monitor_source: the pressure source */
 	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
 
-	/* S34, written by the monitor's limit watcher (mon-limit.c) */
+	/* S34, written by the monitor's limit watcher (monitor-limit.c) */
 	_Atomic size_t budget;         /* 0 = none; else keep volatile bytes <= it */
 	_Atomic uint64_t memory_limit; /* the limit watched, 0 = none */
 	_Atomic uint64_t limit_events, limit_purges, limit_latency_ns;
@@ -256,7 +256,7 @@ enum vr_purge_goal {
 ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 /* room in the purge heap for n regions; called with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
-void vr_purge_init(void); /* at every vr_ctx_new */
+void vr_purge_init(void);                      /* at every vr_ctx_new */
 extern const struct vr_atfork vr_purge_atfork; /* child: new purge generations */
 
 /* ---- trap.c: backends ---- */
@@ -359,7 +359,7 @@ void vr_cb_synchronize(void);
 void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
-int vr_fault_install(void); /* installs the SIGSEGV handler once */
+int vr_fault_install(void);                    /* installs the SIGSEGV handler once */
 extern const struct vr_atfork vr_fault_atfork; /* child: fill slots reset */
 
 /* ---- monitor.c (and monitor.h, mon-*.c) ---- */

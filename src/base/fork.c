@@ -82,8 +82,8 @@ static void child(void)
 static const struct vr_atfork registry_hook = { VR_RANK_REGISTRY, vr_registry_atfork_prepare,
 						vr_registry_atfork_parent,
 						vr_registry_atfork_child };
-static const struct vr_atfork log_hook = { VR_RANK_LOG, vr_log_atfork_prepare,
-					   vr_log_atfork_parent, vr_log_atfork_child };
+static const struct vr_atfork log_hook = { VR_RANK_LOG, vr_log_atfork_prepare, vr_log_atfork_parent,
+					   vr_log_atfork_child };
 static const struct vr_atfork callback_hook = { 0, NULL, NULL, vr_cb_atfork_child };
 
 static void setup(void)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-limit.c - the limit watcher (API S34, A3): keeps the process's
+ * monitor-limit.c - the limit watcher (API S34, A3): keeps the process's
  * memory limit from being reached because of the ctx's unpurged volatile
  * bytes.
  *
@@ -21,7 +21,7 @@
  * followed, vr_ctx_memory_limit() included.  With no limit the watcher
  * stays, idle but for that re-detection, and its source bit is hidden.
  *
- * Three mechanisms, lines from mon-policy.c:
+ * Three mechanisms, lines from monitor-policy.c:
  *   - a v1 usage threshold (cgroup.event_control + eventfd on
  *     memory.usage_in_bytes) at plan.threshold wakes the monitor within
  *     ~0.3 ms of a crossing; v2 memory.events POLLPRI (high, max).  These
@@ -55,7 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MON_LIMIT_RECHECK_MS 500 /* the limit is detected again this often (A3: 1 s) */
 #define MON_LIMIT_STUCK_MS 50    /* over the threshold, nothing to purge */

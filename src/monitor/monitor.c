@@ -4,9 +4,9 @@
  *
  * The thread runs a SET of sources together: one pressure source (the
  * first of cgroup v2, system PSI, cgroup v1, /proc/meminfo that works;
- * VRANGE_MONITOR forces one) and the limit watcher (mon-limit.c) when the
+ * VRANGE_MONITOR forces one) and the limit watcher (monitor-limit.c) when the
  * process has a memory limit.  Pressure sources signal levels that the
- * policy (mon-policy.c) coalesces and rate-limits; the thread acts on them
+ * policy (monitor-policy.c) coalesces and rate-limits; the thread acts on them
  * through vr_ctx_notify_pressure() (API S11).  The limit watcher purges
  * to its target itself and publishes the ctx's budget (S34).  Both take
  * the ctx's purge lock and one region lock at a time inside the purge
@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MON_MIN_LOOP_MS 10            /* at most 100 wake-ups handled per second */
 #define MON_STACK_PREFAULT (64 << 10) /* stack touched and locked at start */
@@ -227,8 +227,9 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 		pthread_attr_destroy(&a);
 	}
 	bool f = false;
+	/* any code address of the library finds its text segment */
 	if (atomic_compare_exchange_strong(&code_locked, &f, true))
-		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_purge_lru);
+		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_monitor_start);
 	if (!(m->active & (1u << VR_MONITOR_LIMIT)) || !m->lim.kind)
 		return;
 	struct sched_param sp = { .sched_priority = 1 };
@@ -431,4 +432,14 @@ void vr_monitor_stop(struct vr_ctx *ctx, bool inherited)
 	monitor_free(m);
 	atomic_store(&ctx->monitor_source, VR_MONITOR_NONE);
 	atomic_store(&ctx->monitor_sources, 0);
+}
+
+_export_ const char *vr_monitor_source_name(int source)
+{
+	static const char *const names[] = {
+		"none", "cgroup2", "psi", "cgroup1", "meminfo", "limit"
+	};
+	if (source < 0 || (size_t)source >= VR_ARRAY_SIZE(names))
+		return "unknown";
+	return names[source];
 }
