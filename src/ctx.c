@@ -9,7 +9,7 @@
 
 #include "base/inject.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 int vr_ctx_create(unsigned flags, struct vr_ctx **out)
 {

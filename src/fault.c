@@ -53,7 +53,7 @@
 #include "config.h"
 #include "coop.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 #if HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY

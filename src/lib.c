@@ -10,7 +10,7 @@
 
 #include "base/inject.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 

@@ -19,7 +19,7 @@
 #include <ucontext.h>
 
 #include "base/inject.h"
-#include "kind.h"
+#include "mem/mem-kind.h"
 #include "obj.h"
 
 /* Per-thread state, one small initial-exec TLS block (the library may be

@@ -35,10 +35,10 @@
 #include <unistd.h>
 
 #include "base/inject.h"
-#include "kind.h"
+#include "mem/mem-kind.h"
 #include "base/heap.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 /* trap generations come from one process-wide sequence, so that a value
  * is never seen twice, even in a region created at a reused address (the

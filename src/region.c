@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "base/inject.h"
-#include "kind.h"
+#include "mem/mem-kind.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 /* the region lock doubles as the writer side of the fault path's seqlock
  * (see private.h): seq is odd from lock to unlock */

@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 #define PAGES 256
 

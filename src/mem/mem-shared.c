@@ -13,7 +13,7 @@
 
 #include "base/inject.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 #define TAIL_BYTES ((uint64_t)sizeof(struct vr_shm_tail))
 

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "base/inject.h"
-#include "kind.h"
+#include "mem/mem-kind.h"
 #include "private.h"
 
 /* ---- memfd ---- */

@@ -47,7 +47,7 @@
 #include "coop.h"
 #include "base/inject.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
