@@ -85,17 +85,17 @@ uint64_t vr_ctx_volatile_now(struct vr_ctx *c)
 	return vr_ctx_gauge(c, VR_G_VOLATILE);
 }
 
-uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
+ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 {
-	uint64_t sum = 0;
-	for (int i = 0; i < VR_NSHARDS; i++) {
-		struct vr_shard *sh = &c->shards[i];
-		sum += atomic_load_explicit(g == VR_G_RANGES     ? &sh->ranges
-					    : g == VR_G_VOLATILE ? &sh->volatile_bytes
-								 : &sh->purged_bytes,
-					    memory_order_relaxed);
-	}
-	return sum;
+	/* a signal handler that interrupted a purge of this ctx in its own
+	 * thread would wait for itself */
+	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
+		return -EDEADLK;
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_ctx_sync_shared(c);
+	ssize_t got = vr_purge_run(c, goal, n);
+	vr_unlock(&c->purge_lock);
+	return got;
 }
 
 static bool live(const struct vr_ctx *c)
@@ -111,7 +111,7 @@ _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 	atomic_store(&c->limit_stuck, false);
 	vr_ctx_sync_shared(c);
 	if (bytes && vr_ctx_gauge(c, VR_G_VOLATILE) > bytes) {
-		ssize_t n = vr_purge_lru(c, VR_PURGE_VOLATILE, bytes);
+		ssize_t n = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, bytes);
 		if (n < 0)
 			return (int)n;
 	}
@@ -124,7 +124,7 @@ _export_ ssize_t vr_ctx_purge(struct vr_ctx *c, size_t bytes)
 		return -EINVAL;
 	if (bytes == 0)
 		return 0;
-	return vr_purge_lru(c, VR_PURGE_BYTES, bytes);
+	return vr_ctx_purge_lru(c, VR_PURGE_BYTES, bytes);
 }
 
 _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level)
@@ -136,9 +136,9 @@ _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level
 	atomic_fetch_add(&c->pressure_events, 1);
 	vr_dbg("pressure %s", level == VR_PRESSURE_CRITICAL ? "critical" : "moderate");
 	if (level == VR_PRESSURE_CRITICAL)
-		return vr_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
+		return vr_ctx_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
 	vr_ctx_sync_shared(c);
-	return vr_purge_lru(c, VR_PURGE_VOLATILE, vr_ctx_gauge(c, VR_G_VOLATILE) / 2);
+	return vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, vr_ctx_gauge(c, VR_G_VOLATILE) / 2);
 }
 
 _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)

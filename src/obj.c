@@ -138,9 +138,9 @@ static int enforce_limit(struct vr_ctx *c)
 	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
 		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
 	if (vr_ctx_volatile_now(c) > limit) {
-		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_purge_lru */
+			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
 	}
 	return 0;
 }

@@ -193,12 +193,31 @@ struct vr_region {
 } __attribute__((aligned(64)));        /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
+/* a gauge: the sum of the shards (relaxed, no lock) */
+static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < VR_NSHARDS; i++) {
+		struct vr_shard *sh = &c->shards[i];
+		sum += atomic_load_explicit(g == VR_G_RANGES     ? &sh->ranges
+					    : g == VR_G_VOLATILE ? &sh->volatile_bytes
+								 : &sh->purged_bytes,
+					    memory_order_relaxed);
+	}
+	return sum;
+}
 /* a context without monitor, trap backend or handler (lib.c adds them) */
 int vr_ctx_create(unsigned flags, struct vr_ctx **out) _nonnull_();
 /* its regions, its object arena, its locks and memory (inherited: only
  * what a fork child may touch, see vr_inherited_region) */
 void vr_ctx_free(struct vr_ctx *c, bool inherited) _nonnull_();
-uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
+enum vr_purge_goal {
+	VR_PURGE_BYTES,    /* reclaim at least n bytes */
+	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
+};
+/* purge_lock taken (-EDEADLK if this thread holds it or c->lock), shared
+ * gauges synced, then vr_purge_run: bytes reclaimed or -errno */
+ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
 uint64_t vr_ctx_volatile_now(struct vr_ctx *c) _nonnull_();
 
@@ -237,14 +256,10 @@ void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
 void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the purge engine ---- */
-enum vr_purge_goal {
-	VR_PURGE_BYTES,    /* reclaim at least n bytes */
-	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
-};
-/* purges in S8 order; bytes reclaimed, or -EDEADLK when called from a
- * signal handler that interrupted this ctx's purge in the same thread.
- * Never allocates. */
-ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
+/* purges in S8 order until the goal is met; bytes reclaimed.  purge_lock
+ * held and shared gauges synced (vr_ctx_purge_lru does both).  Never
+ * allocates. */
+ssize_t vr_purge_run(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 /* room in the purge heap for n regions; called with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 void vr_purge_init(void);                      /* at every vr_ctx_new */

@@ -41,7 +41,7 @@
 #include "private.h"
 #include "mem/mem-shared.h"
 
-/* purge generations (vr_purge_lru): this process's pid (read at every
+/* purge generations (vr_purge_run): this process's pid (read at every
  * vr_ctx_new and in a fork child: no system call per purge, S16) and a
  * counter */
 static _Atomic uint64_t gen_seq, gen_pid;
@@ -186,19 +186,11 @@ int vr_purge_reserve(struct vr_ctx *c, size_t n)
 	return 0;
 }
 
-ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
+ssize_t vr_purge_run(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 {
 	uint64_t reclaimed = 0;
-	/* a signal handler that interrupted a purge of this ctx in its own
-	 * thread would wait for itself */
-	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
-		return -EDEADLK;
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_ctx_sync_shared(c);
-	if (goal_met(c, goal, n, 0)) {
-		vr_unlock(&c->purge_lock);
+	if (goal_met(c, goal, n, 0))
 		return 0;
-	}
 	/* generations are unique across processes too: a shared file's
 	 * purge cursor (range-lru.c) is in its state, and a purge by another
 	 * process must not continue this one's pass */
@@ -277,6 +269,5 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	if (nh == 0 && rq_oldest(c) == UINT64_MAX)
 		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
 	vr_obj_purge_done(c);
-	vr_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }

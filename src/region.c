@@ -387,9 +387,9 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 	}
 	size_t limit = vr_ctx_effective_limit(c);
 	if (limit && !stuck && vr_ctx_volatile_now(c) > limit) {
-		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_purge_lru */
+			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
 		if (rc == VR_INTACT) {
 			vr_region_lock(r);
 			rc = (status_locked(r, off, off + len) & VR_STATE_PURGED) ? VR_PURGED

@@ -35,7 +35,7 @@
  *     in the marking thread, with no system call (vr_ctx_effective_limit),
  *     so the marking thread purges for itself when the monitor is late.
  * A crossing purges in S8 order until usage is back at plan.target, never
- * further (one range of overshoot at most): vr_purge_lru(BYTES, excess).
+ * further (one range of overshoot at most): vr_ctx_purge_lru(BYTES, excess).
  *
  * The purge path allocates nothing and opens nothing: the usage files are
  * opened once and re-read with pread.  One limit purge at a time per
@@ -177,7 +177,7 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 	}
 	uint64_t start = usage, before = atomic_load(&c->purges), total = 0;
 	/* the first range alone, to time the first byte purged */
-	ssize_t got = vr_purge_lru(c, VR_PURGE_BYTES, 1);
+	ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_BYTES, 1);
 	uint64_t lat = now_ns() - t0;
 	for (int i = 0; got > 0 && i < 8; i++) {
 		total += (uint64_t)got;
@@ -186,7 +186,7 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 		uint64_t n = mon_limit_excess(&l->plan, usage);
 		if (!n)
 			break;
-		got = vr_purge_lru(c, VR_PURGE_BYTES, n);
+		got = vr_ctx_purge_lru(c, VR_PURGE_BYTES, n);
 	}
 	atomic_store(&limit_owner, 0);
 	if (total) {
