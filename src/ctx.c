@@ -72,7 +72,7 @@ void vr_ctx_sync_shared(struct vr_ctx *c)
  * vr_obj_unpin): shared files synced only if the region list's lock is
  * free (trylock: a hot path never waits on it, S16); a file changed by
  * another process since is then counted at the next sync */
-uint64_t vr_ctx_volatile_now(struct vr_ctx *c)
+static uint64_t volatile_now(struct vr_ctx *c)
 {
 	if (atomic_load_explicit(&c->nshared, memory_order_relaxed) && !vr_held(&c->lock)) {
 		vr_held_push(&c->lock, VR_RANK_CTX);
@@ -96,6 +96,70 @@ ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	ssize_t got = vr_purge_run(c, goal, n);
 	vr_unlock(&c->purge_lock);
 	return got;
+}
+
+/* S10/S22/S34 at every unpin (the application's limit or the monitor's
+ * budget, the smaller); an unpin may have made something purgeable, so
+ * the "nothing purgeable" hint is cleared first (written only when set) */
+static int enforce_limit(struct vr_ctx *c)
+{
+	size_t limit = vr_ctx_effective_limit(c);
+	if (!limit)
+		return 0;
+	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+	if (volatile_now(c) > limit) {
+		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
+	}
+	return 0;
+}
+
+/* ---- the limit on the hot paths: the unit's call, then the limit ---- */
+_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+{
+	bool added;
+	int rc = vr_region_mark(r, off, len, &added);
+	if (rc < 0)
+		return rc;
+
+	/* S10: the limit, enforced outside the region lock.  When the last
+	 * purge found nothing more to purge (sub-page ranges, traps that
+	 * cannot be armed), a mark that added nothing purgeable cannot help
+	 * it: skip the walk over every region.  A mark that adds a
+	 * purgeable range clears the flag (written only when set, so marks
+	 * on different regions do not share a written cache line). */
+	struct vr_ctx *c = r->ctx;
+	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
+	if (added && stuck) {
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+		stuck = false;
+	}
+	size_t limit = vr_ctx_effective_limit(c);
+	if (limit && !stuck && volatile_now(c) > limit) {
+		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
+		if (rc == VR_INTACT)
+			rc = vr_region_purged_in(r, off, len) ? VR_PURGED : VR_INTACT;
+	}
+	return rc;
+}
+
+_export_ int vr_mark_ptr(void *addr, size_t len)
+{
+	struct vr_region *r;
+	size_t off;
+	int rc = vr_region_span_of(addr, len, &r, &off);
+	return rc < 0 ? rc : vr_mark(r, off, len);
+}
+
+_export_ int vr_obj_unpin(struct vr_obj *o)
+{
+	struct vr_ctx *c = NULL;
+	int err = vr_obj_unpin_unit(o, &c);
+	return err < 0 || !c ? err : enforce_limit(c);
 }
 
 static bool live(const struct vr_ctx *c)

@@ -127,24 +127,6 @@ static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 	return (*s & OS_LIVE) ? 0 : -EINVAL;
 }
 
-/* S10/S22/S34 at every unpin (the application's limit or the monitor's
- * budget, the smaller); an unpin may have made something purgeable, so
- * the "nothing purgeable" hint is cleared first (written only when set) */
-static int enforce_limit(struct vr_ctx *c)
-{
-	size_t limit = vr_ctx_effective_limit(c);
-	if (!limit)
-		return 0;
-	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
-		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
-	if (vr_ctx_volatile_now(c) > limit) {
-		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
-		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
-	}
-	return 0;
-}
-
 _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
 {
 	size_t pm = pgsz() - 1;
@@ -270,7 +252,7 @@ static void wait_zeroed(struct vr_obj *o, uint64_t *s)
 	}
 }
 
-_export_ int vr_obj_unpin(struct vr_obj *o)
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner)
 {
 	uint64_t s;
 	int err = check_obj(o, &s);
@@ -315,7 +297,8 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	}
 	struct vr_ctx *c = os->ctx;
 	atomic_fetch_add_explicit(&my_shard(c)->volatile_bytes, obj_size(o), memory_order_relaxed);
-	return enforce_limit(c);
+	*owner = c;
+	return 0;
 }
 
 static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)

@@ -219,7 +219,6 @@ enum vr_purge_goal {
  * gauges synced, then vr_purge_run: bytes reclaimed or -errno */
 ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
-uint64_t vr_ctx_volatile_now(struct vr_ctx *c) _nonnull_();
 
 /* ---- age.c: LRU age stamps ---- */
 /* a stamp younger than every stamp this thread got before, than *last
@@ -240,6 +239,13 @@ static inline bool vr_inherited_region(const struct vr_region *r)
 }
 
 /* ---- region.c ---- */
+/* vr_mark without the limit (ctx.c's vr_mark enforces it): *added says a
+ * purgeable range was added.  VR_INTACT/VR_PURGED or -errno. */
+int vr_region_mark(struct vr_region *r, size_t off, size_t len, bool *added) _nonnull_(4);
+/* is anything in [off, off + len) purged?  Takes the region lock. */
+bool vr_region_purged_in(struct vr_region *r, size_t off, size_t len) _nonnull_();
+/* the live region containing [addr, addr + len) and the offset; -EINVAL */
+int vr_region_span_of(void *addr, size_t len, struct vr_region **rp, size_t *off) _nonnull_(3, 4);
 void vr_region_lock(struct vr_region *r) _nonnull_();
 void vr_region_unlock(struct vr_region *r) _nonnull_();
 void vr_region_lock_raw(struct vr_region *r) _nonnull_();
@@ -285,6 +291,9 @@ void vr_registry_atfork_child(void);
 /* ---- obj.c: objects (obj.h has the rest) ---- */
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
 uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_();
+/* vr_obj_unpin without the limit (ctx.c's vr_obj_unpin enforces it):
+ * *owner is set to the object's ctx when bytes became volatile */
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner) _nonnull_(2);
 uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
 /* the object LRU as purge sources (ctx->purge_lock held): the logs
  * 0 .. vr_obj_nsources() - 1 and the requeue heap, source

@@ -358,7 +358,7 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 	return rc;
 }
 
-_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+int vr_region_mark(struct vr_region *r, size_t off, size_t len, bool *added)
 {
 	int rc = check_span(r, off, len);
 	if (rc < 0)
@@ -368,36 +368,17 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 	vr_region_lock(r);
 	r->lru_added = false;
 	rc = mark_locked(r, off, off + len);
-	bool added = r->lru_added;
+	*added = r->lru_added;
 	vr_region_unlock(r);
-	if (rc < 0)
-		return rc;
-
-	/* S10: the limit, enforced outside the region lock.  When the last
-	 * purge found nothing more to purge (sub-page ranges, traps that
-	 * cannot be armed), a mark that added nothing purgeable cannot help
-	 * it: skip the walk over every region (10d).  A mark that adds a
-	 * purgeable range clears the flag (written only when set, so marks
-	 * on different regions do not share a written cache line). */
-	struct vr_ctx *c = r->ctx;
-	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
-	if (added && stuck) {
-		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
-		stuck = false;
-	}
-	size_t limit = vr_ctx_effective_limit(c);
-	if (limit && !stuck && vr_ctx_volatile_now(c) > limit) {
-		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
-		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
-		if (rc == VR_INTACT) {
-			vr_region_lock(r);
-			rc = (status_locked(r, off, off + len) & VR_STATE_PURGED) ? VR_PURGED
-										  : VR_INTACT;
-			vr_region_unlock(r);
-		}
-	}
 	return rc;
+}
+
+bool vr_region_purged_in(struct vr_region *r, size_t off, size_t len)
+{
+	vr_region_lock(r);
+	bool purged = status_locked(r, off, off + len) & VR_STATE_PURGED;
+	vr_region_unlock(r);
+	return purged;
 }
 
 /* ---- unmark ---- */
@@ -568,7 +549,7 @@ _export_ int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const v
 }
 
 /* ---- pointer style ---- */
-static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
+int vr_region_span_of(void *addr, size_t len, struct vr_region **rp, size_t *off)
 {
 	struct vr_region *r = vr_registry_lookup(addr);
 	if (!r || len == 0)
@@ -580,19 +561,11 @@ static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
 	return 0;
 }
 
-_export_ int vr_mark_ptr(void *addr, size_t len)
-{
-	struct vr_region *r;
-	size_t off;
-	int rc = ptr_span(addr, len, &r, &off);
-	return rc < 0 ? rc : vr_mark(r, off, len);
-}
-
 _export_ int vr_unmark_ptr(void *addr, size_t len)
 {
 	struct vr_region *r;
 	size_t off;
-	int rc = ptr_span(addr, len, &r, &off);
+	int rc = vr_region_span_of(addr, len, &r, &off);
 	return rc < 0 ? rc : vr_unmark(r, off, len);
 }
 
