@@ -11,6 +11,125 @@
 #include "private.h"
 #include "mem/mem-shared.h"
 
+/* ---- the region list ---- */
+
+/* registers r and links it into c; on failure r is closed (its memory
+ * released as the failed create would have) and -errno returned */
+static int link_region(struct vr_ctx *c, struct vr_region *r, struct vr_region **out)
+{
+	/* the purge heap gets room for this region first: a purge must never
+	 * need memory */
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	int err = vr_purge_reserve(c, c->nregions + 1);
+	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
+		   * adopted span overlaps a region */
+		err = vr_registry_add(r);
+	if (err < 0) {
+		vr_unlock(&c->lock);
+		vr_unlock(&c->purge_lock);
+		vr_region_close(r, false);
+		return err;
+	}
+	if (r->shm) {
+		/* S29: one region per file and ctx counts the file's gauges */
+		bool first = true;
+		for (struct vr_region *o = c->regions; o; o = o->next)
+			first &= o->shm_map != r->shm_map;
+		__atomic_store_n(&r->shm_primary, first, __ATOMIC_RELEASE);
+		atomic_fetch_add_explicit(&c->nshared, 1, memory_order_relaxed);
+	}
+	r->next = c->regions;
+	if (c->regions)
+		c->regions->prev = r;
+	c->regions = r;
+	c->nregions++;
+	atomic_fetch_add_explicit(&c->nregions_stat, 1, memory_order_relaxed);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+	*out = r;
+	return 0;
+}
+
+/* unlinks r from its ctx and frees it; c->purge_lock and c->lock held,
+ * or vr_global_lock if inherited */
+static void region_free(struct vr_region *r, bool inherited)
+{
+	struct vr_ctx *c = r->ctx;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		c->regions = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	c->nregions--;
+	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
+	if (r->shm && !inherited) {
+		atomic_fetch_sub_explicit(&c->nshared, 1, memory_order_relaxed);
+		/* another region of the file in this ctx counts it from now on
+		 * (its last-seen values are 0: its first sync adds it all) */
+		struct vr_region *o = c->regions;
+		while (o && o->shm_map != r->shm_map)
+			o = o->next;
+		if (__atomic_load_n(&r->shm_primary, __ATOMIC_ACQUIRE) && o)
+			__atomic_store_n(&o->shm_primary, true, __ATOMIC_RELEASE);
+	}
+	if (!inherited)
+		vr_registry_remove(r);
+	vr_region_close(r, inherited);
+}
+
+_export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+			   struct vr_region **out)
+{
+	struct vr_region *r;
+	if (!out)
+		return -EINVAL;
+	int err = vr_region_create(ctx, name, size, flags, &r);
+	return err < 0 ? err : link_region(ctx, r, out);
+}
+
+_export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			     struct vr_region **out)
+{
+	struct vr_region *r;
+	if (!out)
+		return -EINVAL;
+	int err = vr_region_create_adopt(ctx, addr, len, flags, &r);
+	return err < 0 ? err : link_region(ctx, r, out);
+}
+
+_export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
+{
+	struct vr_region *r;
+	if (!out)
+		return -EINVAL;
+	int err = vr_region_create_from_fd(ctx, fd, flags, &r);
+	return err < 0 ? err : link_region(ctx, r, out);
+}
+
+_export_ void vr_region_destroy(struct vr_region *r)
+{
+	if (!r)
+		return;
+	struct vr_ctx *c = r->ctx;
+	if (vr_inherited_region(r)) {
+		/* the ctx's own locks may be held by threads that do not exist
+		 * in this child: the global lock (re-created at fork) guards
+		 * the inherited lists instead */
+		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
+		region_free(r, true);
+		vr_unlock(&vr_global_lock);
+		return;
+	}
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	region_free(r, false);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+}
+
+/* ---- the ctx itself (lib.c adds trap backend, monitor, handler) ---- */
 int vr_ctx_create(unsigned flags, struct vr_ctx **out)
 {
 	struct vr_ctx *c = vr_calloc_aligned(sizeof(*c));
@@ -29,7 +148,7 @@ void vr_ctx_free(struct vr_ctx *c, bool inherited)
 	if (inherited) {
 		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		while (c->regions)
-			vr_region_free(c->regions, true);
+			region_free(c->regions, true);
 		vr_obj_ctx_destroy(c, true);
 		vr_unlock(&vr_global_lock);
 		free(c->heap);
@@ -39,7 +158,7 @@ void vr_ctx_free(struct vr_ctx *c, bool inherited)
 	vr_lock(&c->purge_lock, VR_RANK_PURGE);
 	vr_lock(&c->lock, VR_RANK_CTX);
 	while (c->regions)
-		vr_region_free(c->regions, false);
+		region_free(c->regions, false);
 	vr_unlock(&c->lock);
 	vr_obj_ctx_destroy(c, false);
 	vr_unlock(&c->purge_lock);
@@ -160,6 +279,61 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	struct vr_ctx *c = NULL;
 	int err = vr_obj_unpin_unit(o, &c);
 	return err < 0 || !c ? err : enforce_limit(c);
+}
+
+/* ---- the object arena: created on first use ---- */
+static struct vr_objs *ctx_objs(struct vr_ctx *c)
+{
+	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
+	if (_likely_(os))
+		return os;
+	os = vr_objs_create(c);
+	if (!os)
+		return NULL;
+	/* published under the purge lock, with room in the purge heap for the
+	 * object sources: a purge never allocates (purge.c) */
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	struct vr_objs *cur = atomic_load(&c->objs);
+	if (!cur) {
+		atomic_store_explicit(&c->objs, os, memory_order_release);
+		if (vr_purge_reserve(c, c->nregions) < 0) {
+			atomic_store(&c->objs, NULL);
+			cur = NULL;
+		} else {
+			cur = os;
+			os = NULL;
+		}
+	}
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+	if (os)
+		vr_objs_free(os); /* lost a race, or no memory */
+	return cur;
+}
+
+_export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
+{
+	size_t pm = ((size_t)1 << vr_page_shift()) - 1;
+	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	if ((uint64_t)size >= (uint64_t)1 << 47)
+		return -ENOMEM;
+	struct vr_objs *os = ctx_objs(ctx);
+	if (!os)
+		return -ENOMEM;
+	return vr_objs_new_obj(os, size, out);
+}
+
+_export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
+{
+	if (!ctx || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	struct vr_objs *os = ctx_objs(ctx);
+	if (!os)
+		return -ENOMEM;
+	vr_objs_set_fault_handler(os, fn, arg);
+	return 0;
 }
 
 static bool live(const struct vr_ctx *c)

@@ -53,7 +53,7 @@ static inline size_t pgsz(void)
 }
 
 /* ---- the arena of a ctx ---- */
-static void objs_free(struct vr_objs *os)
+void vr_objs_free(struct vr_objs *os)
 {
 	vr_objs_alloc_fini(os, false);
 	vr_obj_lru_fini(os, false);
@@ -61,12 +61,9 @@ static void objs_free(struct vr_objs *os)
 	free(os);
 }
 
-static struct vr_objs *objs_get(struct vr_ctx *c)
+struct vr_objs *vr_objs_create(struct vr_ctx *c)
 {
-	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
-	if (_likely_(os))
-		return os;
-	os = vr_calloc_aligned(sizeof(*os));
+	struct vr_objs *os = vr_calloc_aligned(sizeof(*os));
 	if (!os)
 		return NULL;
 	if (vr_objs_alloc_init(os) < 0) {
@@ -83,26 +80,7 @@ static struct vr_objs *objs_get(struct vr_ctx *c)
 		pthread_mutex_init(&os->logs[i].lock, NULL);
 		atomic_init(&os->logs[i].oldest, UINT64_MAX);
 	}
-	/* published under the purge lock, with room in the purge heap for the
-	 * object sources: a purge never allocates (purge.c) */
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_lock(&c->lock, VR_RANK_CTX);
-	struct vr_objs *cur = atomic_load(&c->objs);
-	if (!cur) {
-		atomic_store_explicit(&c->objs, os, memory_order_release);
-		if (vr_purge_reserve(c, c->nregions) < 0) {
-			atomic_store(&c->objs, NULL);
-			cur = NULL;
-		} else {
-			cur = os;
-			os = NULL;
-		}
-	}
-	vr_unlock(&c->lock);
-	vr_unlock(&c->purge_lock);
-	if (os)
-		objs_free(os); /* lost a race, or no memory */
-	return cur;
+	return os;
 }
 
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
@@ -127,18 +105,10 @@ static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 	return (*s & OS_LIVE) ? 0 : -EINVAL;
 }
 
-_export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
+int vr_objs_new_obj(struct vr_objs *os, size_t size, struct vr_obj **out)
 {
-	size_t pm = pgsz() - 1;
-	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
-		return -EINVAL;
-	if ((uint64_t)size >= (uint64_t)1 << 47)
-		return -ENOMEM;
-	struct vr_objs *os = objs_get(ctx);
-	if (!os)
-		return -ENOMEM;
 	/* the requeue heap has room for an entry per object (see obj-lru.c) */
-	int err = vr_obj_rq_reserve(os, vr_obj_count(ctx) + 64);
+	int err = vr_obj_rq_reserve(os, vr_obj_count(os->ctx) + 64);
 	if (err < 0)
 		return err;
 	err = vr_objs_alloc(os, size, out);
@@ -400,20 +370,14 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 	return (s & OS_LARGE) ? pin_large(os, o, s) : pin_small(os, o);
 }
 
-_export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
+void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg)
 {
-	if (!ctx || vr_inherited_ctx(ctx))
-		return -EINVAL;
-	struct vr_objs *os = objs_get(ctx);
-	if (!os)
-		return -ENOMEM;
 	atomic_store(&os->fault_fn, NULL);
 	atomic_store(&os->fault_arg, fn ? arg : NULL);
 	atomic_store(&os->fault_fn, fn);
 	/* the replaced handler is not running when this returns, and is not
 	 * called again (callback.c), unless called from a handler */
 	vr_cb_synchronize();
-	return 0;
 }
 
 /* ---- statistics ---- */

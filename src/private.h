@@ -257,9 +257,16 @@ uint64_t vr_region_oldest(const struct vr_region *r) _nonnull_();
 void vr_region_publish_oldest(struct vr_region *r) _nonnull_(); /* lock held */
 /* ends the ranges of r, freeing nodes and subtracting the ctx gauges */
 void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
-/* unlinks from the ctx and frees; ctx->purge_lock and ctx->lock held
- * unless inherited */
-void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
+/* the public create calls (arguments checked as documented) up to a
+ * region that owns its fd and mapping, trap attached, neither registered
+ * nor linked: ctx.c registers and links it, or closes it */
+int vr_region_create(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+		     struct vr_region **out);
+int vr_region_create_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			   struct vr_region **out);
+int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out);
+/* releases a region that is not (or no longer) registered nor linked */
+void vr_region_close(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the purge engine ---- */
 /* purges in S8 order until the goal is met; bytes reclaimed.  purge_lock
@@ -291,6 +298,12 @@ void vr_registry_atfork_child(void);
 /* ---- obj.c: objects (obj.h has the rest) ---- */
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
 uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_();
+/* an arena for c, not yet published in c->objs (ctx.c does that) */
+struct vr_objs *vr_objs_create(struct vr_ctx *c) _nonnull_();
+void vr_objs_free(struct vr_objs *os) _nonnull_(); /* one never published */
+/* vr_obj_new's object, arguments checked: 0 or -errno */
+int vr_objs_new_obj(struct vr_objs *os, size_t size, struct vr_obj **out) _nonnull_();
+void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg) _nonnull_(1);
 /* vr_obj_unpin without the limit (ctx.c's vr_obj_unpin enforces it):
  * *owner is set to the object's ctx when bytes became volatile */
 int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner) _nonnull_(2);

@@ -571,10 +571,11 @@ _export_ int vr_unmark_ptr(void *addr, size_t len)
 
 /* ---- lifecycle ---- */
 
-/* a region over [base, base + map_size), already mapped (or adopted):
- * registered, linked into ctx.  st: the memfd's (S33), NULL for
- * anonymous memory.  On failure nothing is kept; the caller still owns
- * the mapping and the fd. */
+/* a region over [base, base + map_size), already mapped (or adopted),
+ * its trap attached; not registered, not linked (ctx.c does both).  st:
+ * the memfd's (S33), NULL for anonymous memory.  On failure nothing is
+ * kept; the caller still owns the mapping and the fd.  On success the
+ * region owns them (vr_region_close releases them). */
 static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_size, int fd,
 			const struct stat *st, const struct vr_kind_ops *kind, int prot,
 			struct vr_shm_map *sm, struct vr_region **out)
@@ -618,36 +619,6 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	int err = vr_trap_attach(r);
 	if (err < 0)
 		goto fail;
-	/* the purge heap gets room for this region first: a purge must never
-	 * need memory (issue 13, item 4) */
-	vr_lock(&ctx->purge_lock, VR_RANK_PURGE);
-	vr_lock(&ctx->lock, VR_RANK_CTX);
-	err = vr_purge_reserve(ctx, ctx->nregions + 1);
-	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
-		   * adopted span overlaps a region */
-		err = vr_registry_add(r);
-	if (err < 0) {
-		vr_unlock(&ctx->lock);
-		vr_unlock(&ctx->purge_lock);
-		vr_trap_detach(r, false);
-		goto fail;
-	}
-	if (r->shm) {
-		/* S29: one region per file and ctx counts the file's gauges */
-		bool first = true;
-		for (struct vr_region *o = ctx->regions; o; o = o->next)
-			first &= o->shm_map != sm;
-		__atomic_store_n(&r->shm_primary, first, __ATOMIC_RELEASE);
-		atomic_fetch_add_explicit(&ctx->nshared, 1, memory_order_relaxed);
-	}
-	r->next = ctx->regions;
-	if (ctx->regions)
-		ctx->regions->prev = r;
-	ctx->regions = r;
-	ctx->nregions++;
-	atomic_fetch_add_explicit(&ctx->nregions_stat, 1, memory_order_relaxed);
-	vr_unlock(&ctx->lock);
-	vr_unlock(&ctx->purge_lock);
 	*out = r;
 	return 0;
 fail:
@@ -727,8 +698,8 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 	return err;
 }
 
-_export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
-			   struct vr_region **out)
+int vr_region_create(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+		     struct vr_region **out)
 {
 	if (!ctx || !out || (flags & ~(VR_REGION_ANON | VR_REGION_SHARED)) ||
 	    flags == (VR_REGION_ANON | VR_REGION_SHARED) || vr_inherited_ctx(ctx))
@@ -765,8 +736,8 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 	return err;
 }
 
-_export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
-			     struct vr_region **out)
+int vr_region_create_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			   struct vr_region **out)
 {
 	if (!ctx || !out || !addr || len == 0 || len > UINTPTR_MAX - (uintptr_t)addr ||
 	    vr_inherited_ctx(ctx))
@@ -785,7 +756,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 	return region_setup(ctx, addr, len, len, -1, NULL, &vr_kind_adopted, prot, NULL, out);
 }
 
-_export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
+int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
 {
 	struct stat st;
 	struct statfs sfs;
@@ -835,31 +806,11 @@ void vr_region_release(struct vr_region *r, bool inherited)
 		vr_map_fini(r->map);
 }
 
-/* called with ctx->purge_lock and ctx->lock held, or vr_global_lock if
- * inherited */
-void vr_region_free(struct vr_region *r, bool inherited)
+/* releases r, which is no longer registered nor linked (ctx.c): trap,
+ * memory (unmapped and closed, or adopted: disarmed and left mapped),
+ * map, shared state */
+void vr_region_close(struct vr_region *r, bool inherited)
 {
-	struct vr_ctx *c = r->ctx;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		c->regions = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	c->nregions--;
-	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
-	if (r->shm && !inherited) {
-		atomic_fetch_sub_explicit(&c->nshared, 1, memory_order_relaxed);
-		/* another region of the file in this ctx counts it from now on
-		 * (its last-seen values are 0: its first sync adds it all) */
-		struct vr_region *o = c->regions;
-		while (o && o->shm_map != r->shm_map)
-			o = o->next;
-		if (__atomic_load_n(&r->shm_primary, __ATOMIC_ACQUIRE) && o)
-			__atomic_store_n(&o->shm_primary, true, __ATOMIC_RELEASE);
-	}
-	if (!inherited)
-		vr_registry_remove(r);
 	vr_trap_detach(r, inherited);
 	/* unmaps and closes, or (adopted) disarms and leaves the memory */
 	r->kind->release(r, inherited);
@@ -869,27 +820,6 @@ void vr_region_free(struct vr_region *r, bool inherited)
 	if (r->shm_map)
 		vr_shared_put(r->shm_map, inherited);
 	free(r);
-}
-
-_export_ void vr_region_destroy(struct vr_region *r)
-{
-	if (!r)
-		return;
-	struct vr_ctx *c = r->ctx;
-	if (vr_inherited_region(r)) {
-		/* the ctx's own locks may be held by threads that do not exist
-		 * in this child: the global lock (re-created at fork) guards
-		 * the inherited lists instead */
-		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-		vr_region_free(r, true);
-		vr_unlock(&vr_global_lock);
-		return;
-	}
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_lock(&c->lock, VR_RANK_CTX);
-	vr_region_free(r, false);
-	vr_unlock(&c->lock);
-	vr_unlock(&c->purge_lock);
 }
 
 _export_ void *vr_region_base(const struct vr_region *r)
