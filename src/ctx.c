@@ -314,7 +314,7 @@ static struct vr_objs *ctx_objs(struct vr_ctx *c)
 
 _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
 {
-	size_t pm = ((size_t)1 << vr_page_shift()) - 1;
+	size_t pm = (vr_page_size()) - 1;
 	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
 		return -EINVAL;
 	if ((uint64_t)size >= (uint64_t)1 << 47)

@@ -10,7 +10,8 @@
  * arrives as SIGBUS BUS_ADRERR.  Both entries share one path (trap()):
  * for a kernel-generated fault it
  *   1. finds the region by address in the lock-free registry;
- *   2. reads the region's map without a lock (a seqlock, see private.h)
+ *   2. reads the region's map without a lock (a seqlock, see private.h
+ *      and vr_map_lookup_racy in range-map.h)
  *      to learn whether the page is a whole page of a purged range;
  *   3. if so, calls the region's vr_fault_fn outside the lock, or delivers
  *      SIGBUS (BUS_ADRERR, si_addr exact) with the kernel's forced-signal
@@ -291,7 +292,7 @@ static void lookup(struct vr_region *r, uint64_t off, struct lookup *lk)
 	vr_region_unlock_raw(r);
 }
 
-/* ---- one regeneration per purge (issue 13, lazy refill) ----
+/* ---- one regeneration per purge (lazy refill) ----
  * The first thread that faults on a purged range claims it in the
  * region's small table and calls the handler; threads that fault on the
  * same range meanwhile wait for it to return, then re-run their access:

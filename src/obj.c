@@ -47,11 +47,6 @@ static inline struct vr_shard *my_shard(struct vr_ctx *c)
 	return &c->shards[vr_obj_log_index() % VR_NSHARDS];
 }
 
-static inline size_t pgsz(void)
-{
-	return (size_t)1 << vr_page_shift();
-}
-
 /* ---- the arena of a ctx ---- */
 void vr_objs_free(struct vr_objs *os)
 {
@@ -291,7 +286,7 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		}
 		if (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING))
 			continue;
-		size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
+		size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
 		int err = vr_objs_restore(os, o->ptr, len);
 		if (err < 0) {
 			atomic_store(&o->state, s); /* nothing changed (S20, S5) */
@@ -447,7 +442,7 @@ static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
 			return false;
 		struct vr_slab *s = PM_PTR(v);
 		struct vr_opage *p =
-			&s->pages[((a & ~(uintptr_t)(pgsz() - 1)) - (uintptr_t)s->base) >>
+			&s->pages[((a & ~(uintptr_t)(vr_page_size() - 1)) - (uintptr_t)s->base) >>
 				  vr_page_shift()];
 		uint32_t w = atomic_load(&p->pw);
 		if ((w & PG_PURGING) && !self) {

@@ -12,15 +12,19 @@
  *                     purge never sees a region being freed.
  *   ctx->lock         the ctx's region list (regions, nregions).
  *   region->lock      the region's range map, fault handler, purge cursor.
+ *   obj class, span   an object size class; the arena's chunks (obj.h).
+ *   shm list          this process's shared-state mappings (mem-shared.c).
  *   registry wlock    registry writers (registry.c).
+ *   obj lru           an object LRU log, the requeue heap (obj.h), leaves.
  *   log_lock          the log function (log.c), a leaf.
  *
- *   Order: global -> purge_lock -> ctx->lock -> region->lock -> registry
- *   -> log, checked in builds without NDEBUG.  Every lock is taken with
+ *   Order: the ten ranks of base/lock.h (global -> purge_lock ->
+ *   ctx->lock -> region->lock -> obj class -> obj span -> shm list ->
+ *   registry -> obj lru -> log), checked in builds without NDEBUG.  Every lock is taken with
  *   vr_lock()/vr_unlock(), never pthread_mutex_lock() directly (the
  *   atfork handlers are the exception: they run outside any call).
- *   At most ONE region lock per signal level.  vr_mark drops its region
- *   lock before it enforces the ctx limit.  Code that may run in a signal
+ *   At most ONE region lock per signal level.  vr_mark (ctx.c) enforces
+ *   the ctx limit after vr_region_mark dropped the region lock.  Code that may run in a signal
  *   handler checks vr_held() before blocking on a lock.  The purge path
  *   allocates nothing.  Gauges and counters are atomics in the ctx (no
  *   lock).
@@ -68,6 +72,7 @@
 #include "base/fork.h"
 #include "base/lock.h"
 #include "base/macro.h"
+#include "base/sys.h"
 #include "mem/mem.h"
 #include "range-map.h"
 
@@ -362,11 +367,5 @@ void vr_warn(const char *fmt, ...) _printf_(1, 2); /* VR_LOG_WARNING, always sho
 	} while (0)
 /* async-signal-safe: writes a preformatted string to stderr */
 void vr_log_raw(const char *s) _nonnull_();
-
-extern unsigned vr_pg_shift; /* log2(page size), set by the first vr_ctx_new */
-static inline unsigned vr_page_shift(void)
-{
-	return vr_pg_shift;
-}
 
 #endif

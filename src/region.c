@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * region.c - regions (a memfd mapping, or anonymous memory: kind.h) and
- * the volatility calls on them
+ * region.c - regions (a memfd mapping, or anonymous memory: mem-kind.h)
+ * and the volatility calls on them; ctx.c registers and links them and
+ * enforces the limit after vr_region_mark
  *
  * vr_mark / vr_unmark / vr_status run under the region lock and make no
  * system call unless a purged range is involved (S16).  Whatever touches
- * protections or punches holes goes through purge.c.
+ * a region's protections or punches its holes goes through mem-pages.c
+ * (vr_discard_pages / vr_restore_pages).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -74,11 +76,6 @@ void vr_region_publish_oldest(struct vr_region *r)
 		atomic_store_explicit(&r->shm->oldest_age, age, memory_order_relaxed);
 	else
 		atomic_store_explicit(&r->oldest_age, age, memory_order_relaxed);
-}
-
-static inline uint64_t page_mask(void)
-{
-	return ((uint64_t)1 << vr_page_shift()) - 1;
 }
 
 uint64_t vr_region_oldest(const struct vr_region *r)
@@ -414,7 +411,7 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		if (!vr_whole_pages(x->start, x->end, sh, &p0, &p1))
 			continue;
 		/* trapped pages of x that share a byte with [a, b) */
-		uint64_t q0 = a & ~page_mask(), q1 = (b + page_mask()) & ~page_mask();
+		uint64_t q0 = a & ~vr_page_mask(), q1 = (b + vr_page_mask()) & ~vr_page_mask();
 		if (q0 < p0)
 			q0 = p0;
 		if (q1 > p1)
@@ -615,7 +612,7 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	 * -EBUSY and -EEXIST below) may be seen outside this new mapping.
 	 * attach only registers the mapping itself (a userfaultfd of a shared
 	 * region): it never writes to the file, whose holes may be other
-	 * mappings' traps (issue 21, item 4). */
+	 * mappings' traps. */
 	int err = vr_trap_attach(r);
 	if (err < 0)
 		goto fail;
@@ -631,7 +628,7 @@ fail:
 
 static size_t page_round(size_t size)
 {
-	return (size + page_mask()) & ~(size_t)page_mask();
+	return (size + vr_page_mask()) & ~(size_t)vr_page_mask();
 }
 
 /* maps the memfd; on failure the caller still owns fd */
@@ -677,14 +674,14 @@ static int region_join(struct vr_ctx *ctx, int fd, const struct stat *st,
 /* S1 for memfds: the page round-up fits size_t and off_t */
 static bool size_ok(size_t size)
 {
-	size_t pm = (size_t)page_mask();
+	size_t pm = (size_t)vr_page_mask();
 	return size != 0 && size <= SIZE_MAX - pm && size + pm <= (size_t)INT64_MAX;
 }
 
 /* S26: anonymous memory has no off_t clause; mmap says what is too big */
 static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **out)
 {
-	if (size == 0 || size > SIZE_MAX - (size_t)page_mask())
+	if (size == 0 || size > SIZE_MAX - (size_t)vr_page_mask())
 		return -EINVAL;
 	size_t map_size = page_round(size);
 	void *p;
@@ -746,7 +743,7 @@ int vr_region_create_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned 
 	 * otherwise fail the checks below as "shared") */
 	if (vr_registry_overlaps(addr, len))
 		return -EEXIST;
-	if (flags || ((uintptr_t)addr & page_mask()) || (len & page_mask()))
+	if (flags || ((uintptr_t)addr & vr_page_mask()) || (len & vr_page_mask()))
 		return -EINVAL;
 	int prot;
 	int err = vr_adopt_check(addr, len, &prot);

@@ -33,7 +33,7 @@ void vr_trap_gen_bump(struct vr_region *r)
  * instead: guard markers allocate page tables (8 bytes per page) for
  * memory that was never touched, which a purge of a sparse region would
  * pay in full and keep after the unmark, while an mprotect costs at most
- * two VMAs (issue 13, item 8).  At the VMA limit it falls back to guard
+ * two VMAs.  At the VMA limit it falls back to guard
  * markers.  A region that used mprotect once restores with both. */
 #define PROT_MIN_BYTES ((uint64_t)2 << 20) /* one page-table page covers 2 MiB */
 

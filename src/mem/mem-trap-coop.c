@@ -49,13 +49,6 @@
 #include "private.h"
 #include "mem/mem-shared.h"
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_GUARD_REMOVE
-#define MADV_GUARD_REMOVE 103
-#endif
-
 /* how long a purge waits for every mapper to arm */
 #define VR_COOP_TIMEOUT_MS 100
 

@@ -160,7 +160,7 @@ static int cg2_open(struct vr_monitor *m)
 		mon_close_fd(&g->ino_fd);
 	}
 	/* baseline now, so that a change right after vr_ctx_new counts */
-	cg2_check(m, mon_now_ms());
+	cg2_check(m, vr_now_ms());
 	vr_dbg("monitor: cgroup2: watching %s%s%s", g->dir, g->seam ? " (VRANGE_CGROUP_DIR)" : "",
 	       g->trig.trig_fd[0] >= 0 ? " with memory.pressure triggers" : "");
 	return 0;

@@ -65,13 +65,6 @@
  * is not ours was inherited across fork() and counts as free */
 static _Atomic pid_t limit_owner;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* whole small file at fd into buf (NUL terminated); false if empty */
 static bool pread_text(int fd, char *buf, size_t size)
 {
@@ -149,7 +142,7 @@ static bool dbg_due(struct mon_limit *l)
 {
 	if (!atomic_load_explicit(&vr_debug, memory_order_relaxed))
 		return false;
-	uint64_t now = mon_now_ms();
+	uint64_t now = vr_now_ms();
 	if (l->dbg_ms && now - l->dbg_ms < MON_LIMIT_DBG_MS) {
 		l->dbg_quiet++;
 		return false;
@@ -178,7 +171,7 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 	uint64_t start = usage, before = atomic_load(&c->purges), total = 0;
 	/* the first range alone, to time the first byte purged */
 	ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_BYTES, 1);
-	uint64_t lat = now_ns() - t0;
+	uint64_t lat = vr_now_ns() - t0;
 	for (int i = 0; got > 0 && i < 8; i++) {
 		total += (uint64_t)got;
 		if (!read_usage(l, &usage))
@@ -214,7 +207,7 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 /* ms to the next re-detection of the limit */
 static unsigned until_recheck(const struct mon_limit *l)
 {
-	uint64_t now = mon_now_ms();
+	uint64_t now = vr_now_ms();
 	return l->recheck_ms > now ? (unsigned)(l->recheck_ms - now) : MON_LIMIT_MIN_MS;
 }
 
@@ -222,7 +215,7 @@ static unsigned until_recheck(const struct mon_limit *l)
 static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
 {
 	struct mon_limit *l = &m->lim;
-	uint64_t usage, t0 = now_ns();
+	uint64_t usage, t0 = vr_now_ns();
 	if (!l->kind)
 		return until_recheck(l);
 	if (!read_usage(l, &usage))
@@ -402,7 +395,7 @@ static int limit_open(struct vr_monitor *m)
 		vr_dbg("monitor: limit: off (VRANGE_MEMORY_LIMIT)");
 		return -ENOENT;
 	}
-	l->recheck_ms = mon_now_ms() + MON_LIMIT_RECHECK_MS;
+	l->recheck_ms = vr_now_ms() + MON_LIMIT_RECHECK_MS;
 	if (limit != UINT64_MAX) {
 		l->env = limit;
 		l->own = true;

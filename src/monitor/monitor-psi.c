@@ -51,7 +51,7 @@ int mon_psi_open(struct mon_psi *t, const char *path)
 	if (fd < 0)
 		return fd;
 	t->trig_fd[0] = fd;
-	t->armed_ms[0] = t->armed_ms[1] = mon_now_ms();
+	t->armed_ms[0] = t->armed_ms[1] = vr_now_ms();
 	t->seen[0] = t->seen[1] = false;
 	fd = psi_trigger(path, "full", MON_PSI_FULL_US, &t->win_ms[1]);
 	if (fd >= 0)

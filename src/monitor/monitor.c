@@ -17,8 +17,8 @@
  * its stack, mlock()s its stack top and the library's code where
  * RLIMIT_MEMLOCK allows (failure ignored), and with a limit to watch asks
  * for SCHED_FIFO priority 1, else nice -5 (EPERM ignored).  The purge
- * path opens no file and, for up to 32 regions with purgeable ranges,
- * allocates nothing.  Thresholds and latencies: doc/monitor.md.
+ * path opens no file and allocates nothing: the purge heap has room for
+ * every region, reserved when the region is created.  Thresholds and latencies: doc/monitor.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,13 +38,6 @@
 
 #define MON_MIN_LOOP_MS 10            /* at most 100 wake-ups handled per second */
 #define MON_STACK_PREFAULT (64 << 10) /* stack touched and locked at start */
-
-uint64_t mon_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static const char *level_name(int level)
 {
@@ -104,7 +97,7 @@ static void publish(struct vr_monitor *m)
 static void activate(struct vr_monitor *m, const struct mon_source *s)
 {
 	m->active |= 1u << s->id;
-	m->next_check[s->id] = s->check && s->period_ms ? mon_now_ms() + s->period_ms : 0;
+	m->next_check[s->id] = s->check && s->period_ms ? vr_now_ms() + s->period_ms : 0;
 }
 
 static void deactivate(struct vr_monitor *m, const struct mon_source *s)
@@ -191,7 +184,7 @@ static int lock_code(struct dl_phdr_info *info, size_t size, void *self)
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 		if (ph->p_type != PT_LOAD || addr < lo || addr >= lo + ph->p_memsz)
 			continue;
-		uintptr_t pg = (uintptr_t)1 << vr_page_shift();
+		uintptr_t pg = (uintptr_t)vr_page_size();
 		uintptr_t a = lo & ~(pg - 1), b = (lo + ph->p_memsz + pg - 1) & ~(pg - 1);
 		if (mlock((void *)a, b - a) < 0)
 			vr_dbg("monitor: mlock of the library's code: %m (ignored)");
@@ -218,7 +211,7 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 	size_t size;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
 		if (pthread_attr_getstack(&a, &base, &size) == 0 && size > MON_STACK_PREFAULT) {
-			uintptr_t pg = (uintptr_t)1 << vr_page_shift();
+			uintptr_t pg = (uintptr_t)vr_page_size();
 			uintptr_t top = ((uintptr_t)base + size) & ~(pg - 1);
 			*lk = (void *)(top - MON_STACK_PREFAULT);
 			if (mlock(*lk, MON_STACK_PREFAULT) == 0)
@@ -326,7 +319,7 @@ static void *monitor_main(void *arg)
 	size_t lklen;
 	harden(m, &lk, &lklen);
 
-	uint64_t now = mon_now_ms();
+	uint64_t now = vr_now_ms();
 	for (;;) {
 		build_pollfds(m, &f);
 		int r = poll(f.pfd, (nfds_t)f.n, poll_timeout(m, now));
@@ -337,14 +330,14 @@ static void *monitor_main(void *arg)
 		}
 		if (r > 0 && f.pfd[0].revents)
 			break;
-		now = mon_now_ms();
+		now = vr_now_ms();
 		if (r > 0) {
 			/* a storm of wake-ups is handled at most every
 			 * MON_MIN_LOOP_MS: the rest coalesces meanwhile */
 			if (now - m->last_wake < MON_MIN_LOOP_MS && !limit_woke(&f)) {
 				if (woken(m->wake_fd, (int)(m->last_wake + MON_MIN_LOOP_MS - now)))
 					break;
-				now = mon_now_ms();
+				now = vr_now_ms();
 			}
 			m->last_wake = now;
 			handle_fds(m, &f, now);

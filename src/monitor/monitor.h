@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * monitor.h - internals of the memory-pressure monitor (issues 5, 12)
+ * monitor.h - internals of the memory-pressure monitor
  *
  *   monitor.c           the thread, its loop, the source set, start/stop
  *   monitor-policy.c    pure decisions (coalescing, rate limits, levels, the
@@ -211,7 +211,6 @@ struct vr_monitor {
 
 #define MON_AUTO (-1)
 
-uint64_t mon_now_ms(void);
 /* a source signalled a level (edge): coalesced by the policy */
 void mon_raise(struct vr_monitor *m, int level, const char *why) _nonnull_();
 /* a level-triggered source measured level now */

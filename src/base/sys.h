@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sys.h - small system helpers every layer may use: the page size (read
+ * once by lib.c's one-time init), CLOCK_MONOTONIC in ns and ms, and the
+ * guard-marker madvise constants (Linux 6.13) for older headers.
+ */
+#ifndef VR_SYS_H
+#define VR_SYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/mman.h>
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
+
+extern unsigned vr_pg_shift; /* log2(page size), set by the first vr_ctx_new */
+static inline unsigned vr_page_shift(void)
+{
+	return vr_pg_shift;
+}
+static inline size_t vr_page_size(void)
+{
+	return (size_t)1 << vr_pg_shift;
+}
+static inline size_t vr_page_mask(void) /* page size - 1 */
+{
+	return vr_page_size() - 1;
+}
+
+static inline uint64_t vr_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+static inline uint64_t vr_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+#endif
