@@ -53,6 +53,7 @@
 
 #include "config.h"
 #include "coop.h"
+#include "base/refault.h"
 #include "private.h"
 #include "mem/mem-shared.h"
 
@@ -61,19 +62,11 @@
 #include <libunwind.h>
 #endif
 
-#define MAX_REFAULTS 8
-
 /* the handlers the library replaced, per signal; written once before the
  * library's handler goes live (prev_bus only under the uffd backend) */
 static struct sigaction prev_segv, prev_bus;
 static _Atomic bool installed, bus_installed;
 
-struct fault_tls {
-	void *addr;
-	uint64_t gen;
-	unsigned count;
-};
-static __thread struct fault_tls ftls __attribute__((tls_model("initial-exec")));
 /* this thread is sending itself the library's SIGBUS (deliver_sigbus) */
 static __thread volatile bool ftls_delivering __attribute__((tls_model("initial-exec")));
 /* bus_handler is delivering its own SIGBUS again (see there) */
@@ -386,9 +379,7 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 	unsigned long cb = vr_cb_enter();
 	struct lookup lk;
 	lookup(r, off, &lk);
-	/* trap generations are unique in the process (vr_trap_gen_bump): a
-	 * region created at a reused address never matches an old one */
-	bool same = ftls.addr == addr && ftls.gen == lk.gen;
+	/* the re-fault record: base/refault.h */
 	if (!lk.claimed) {
 		vr_cb_leave(cb);
 		vr_held_leave_signal();
@@ -399,13 +390,11 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 			vr_trap_coop_wait(r);
 			goto out;
 		}
-		if (same) {
+		if (!vr_refault_rerun(addr, lk.gen)) {
 			/* faulted again with nothing changed: not ours */
-			ftls.addr = NULL;
 			forward(sig, si, ucv, pp);
 			goto out;
 		}
-		ftls = (struct fault_tls){ addr, lk.gen, 0 };
 		goto out; /* re-run the access */
 	}
 	int slot = -1;
@@ -423,11 +412,9 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 		}
 	}
 	atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
-	ftls.count = same ? ftls.count + 1 : 1;
-	ftls.addr = addr;
-	ftls.gen = lk.gen;
+	bool allowed = vr_refault_handler_allowed(addr, lk.gen);
 	/* from here on r may be freed by the handler: only values are used */
-	bool fixed = lk.fn && ftls.count <= MAX_REFAULTS &&
+	bool fixed = lk.fn && allowed &&
 		     lk.fn(r, (size_t)lk.start, (size_t)lk.len, addr, lk.arg) == VR_FAULT_RETRY;
 	if (slot >= 0)
 		atomic_store_explicit(&filling[slot], 0, memory_order_release);
@@ -437,7 +424,7 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 		goto out;
 	/* the SIGBUS handler may leave with siglongjmp: nothing of ours is
 	 * left open when it runs */
-	ftls.addr = NULL;
+	vr_refault_forget();
 	if (vr_debug_stderr())
 		log_sigbus((uintptr_t)r, off, lk.start, lk.len, uc);
 	deliver_sigbus(addr, uc);

@@ -19,16 +19,15 @@
 #include <ucontext.h>
 
 #include "base/inject.h"
+#include "base/refault.h"
 #include "mem/mem-kind.h"
 #include "obj.h"
 
-/* Per-thread state, one small initial-exec TLS block (the library may be
- * dlopen()ed: static TLS is scarce): the thread's log index (1-based, 0 =
- * not assigned) and the fault path's re-fault record. */
+/* Per-thread state, initial-exec TLS (the library may be dlopen()ed:
+ * static TLS is scarce): the thread's log index (1-based, 0 = not
+ * assigned).  The fault path's re-fault record is base/refault.h's. */
 static __thread struct {
-	unsigned log, count;
-	void *addr;
-	uint64_t gen;
+	unsigned log;
 } otls __attribute__((tls_model("initial-exec")));
 static _Atomic unsigned next_log;
 
@@ -412,8 +411,6 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
  * Async-signal-safe: registry lookup, atomics, sched_yield, the user's
  * handler (in a callback section: vr_ctx_set_obj_fault_handler waits for
  * it), and the SIGBUS delivery fault.c passes in. */
-#define MAX_REFAULTS 8
-
 /* is addr on a discarded page of ch?  *o: the object there, if any.
  * A purge of the page in progress is waited for (it holds no lock the
  * faulting thread could need), unless this thread is that purge: a signal
@@ -466,31 +463,21 @@ int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_
 	uint64_t gen = atomic_load(&os->trap_gen);
 	struct vr_obj *o;
 	bool claimed = classify(ch, (uintptr_t)addr, &o);
-	bool same = otls.addr == addr && otls.gen == gen;
-	if (!claimed) {
-		if (same) { /* faulted again with nothing changed: not ours */
-			otls.addr = NULL;
-			return 0;
-		}
-		otls.addr = addr;
-		otls.gen = gen;
-		otls.count = 0;
-		return 1; /* re-run the access: a restore may have raced */
-	}
+	if (!claimed) /* re-run the access once: a restore may have raced;
+		       * faulted again with nothing changed: not ours */
+		return vr_refault_rerun(addr, gen) ? 1 : 0;
 	atomic_fetch_add_explicit(&os->ctx->faults, 1, memory_order_relaxed);
-	otls.count = same ? otls.count + 1 : 1;
-	otls.addr = addr;
-	otls.gen = gen;
+	bool allowed = vr_refault_handler_allowed(addr, gen);
 	vr_held_enter_signal();
 	unsigned long cb = vr_cb_enter();
 	vr_obj_fault_fn fn = atomic_load(&os->fault_fn);
 	void *arg = atomic_load(&os->fault_arg);
-	bool fixed = o && fn && otls.count <= MAX_REFAULTS && fn(o, addr, arg) == VR_FAULT_RETRY;
+	bool fixed = o && fn && allowed && fn(o, addr, arg) == VR_FAULT_RETRY;
 	vr_cb_leave(cb);
 	vr_held_leave_signal();
 	if (fixed)
 		return 1;
-	otls.addr = NULL;
+	vr_refault_forget();
 	if (vr_debug_stderr())
 		vr_log_raw("vrange: SIGBUS on a discarded object page\n");
 	deliver(addr, ucv);
