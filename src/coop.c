@@ -367,22 +367,12 @@ int vr_coop_join(struct vr_coop *c, const struct vr_coop_ops *ops, void *arg,
 	m->arg = arg;
 	m->pid = getpid();
 	atomic_init(&m->slot, -1);
-	/* the listener takes no application signal; the synchronous ones
-	 * must never be blocked */
-	sigset_t all, old;
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int err = pthread_create(&m->thread, NULL, listener_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* the listener takes no application signal */
+	int err = vr_thread_start(&m->thread, listener_main, m, "vrange-coop");
 	if (err) {
 		free(m);
 		return -err;
 	}
-	pthread_setname_np(m->thread, "vrange-coop");
 	while (atomic_load(&m->state) == M_STARTING)
 		futex_wait(&m->state, M_STARTING, 100000000u, false);
 	if (atomic_load(&m->state) == M_FAILED) {

@@ -191,8 +191,8 @@ static void map_set(struct vr_chunk *ch, size_t page, size_t np, uintptr_t v)
 
 /* An object with a chunk of its own (OBJ_CHUNK_SHIFT or larger) tags only
  * its first page when it is made: tagging them all would cost 8 bytes of
- * memory per page (2 GiB for 1 TiB) before a byte of it is touched
- * (issue 21, item 9).  vr_objs_at finds it through page 0; the fault
+ * memory per page (2 GiB for 1 TiB) before a byte of it is touched.
+ * vr_objs_at finds it through page 0; the fault
  * path (obj.c's classify) reads the page's own tag, which
  * vr_objs_discard writes before it arms the first trap. */
 static bool whole_chunk(const struct vr_chunk *ch, const uint8_t *p, size_t len)
@@ -583,8 +583,7 @@ out:
 }
 
 /* S19: more than the system's memory and swap can never be held: -ENOMEM
- * at once, rather than a memfd and a mapping of that size (issue 21,
- * item 9).  Only sizes that get a chunk of their own ask (one sysinfo). */
+ * at once, rather than a memfd and a mapping of that size.  Only sizes that get a chunk of their own ask (one sysinfo). */
 static bool beyond_system(size_t bytes)
 {
 	if (bytes < ((size_t)1 << OBJ_CHUNK_SHIFT))

@@ -197,8 +197,8 @@ _export_ int vr_obj_status(const struct vr_obj *o)
  *   - A pin that sets PINNED hands its page counts to the object: the
  *     next unpin, from any thread, drops them.  So once its compare-and-
  *     swap succeeded, a pin may touch the object's memory only while
- *     ZEROING keeps unpins away (issue 21, item 6: it zeroed a purged
- *     object after the swap to PINNED; a concurrent pin + unpin dropped
+ *     ZEROING keeps unpins away (a pin that zeroed a purged object
+ *     after the swap to PINNED failed so: a concurrent pin + unpin dropped
  *     the counts, a purge trapped the page again, and the memset raised
  *     SIGBUS inside the library).
  *   - Pin and unpin wait while another thread's pin is ZEROING (it ends
@@ -384,12 +384,6 @@ uint64_t vr_obj_count(struct vr_ctx *c)
 	return n > 0 ? (uint64_t)n : 0;
 }
 
-static uint64_t fd_bytes(int fd)
-{
-	struct stat st;
-	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
-}
-
 uint64_t vr_obj_footprint(struct vr_ctx *c)
 {
 	uint64_t sum = 0;
@@ -401,7 +395,7 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
 	if (os) {
 		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 		for (size_t i = 0; i < os->nchunks; i++)
-			sum += fd_bytes(os->chunks[i]->fd);
+			sum += vr_fd_bytes(os->chunks[i]->fd);
 		vr_unlock(&os->span_lock);
 	}
 	return sum;

@@ -106,7 +106,7 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
  * a step that finds its entry's unit younger than the entry moves the
  * entry there with the unit's true age, so its oldest can FALL during a
  * purge, and a key in the heap would then be too young: the unit would
- * be passed over (issue 21, item 7).  It is compared with the heap's top
+ * be passed over.  It is compared with the heap's top
  * at every step instead (rq_oldest, one atomic load). */
 static inline uint64_t rq_oldest(struct vr_ctx *c)
 {

@@ -1,19 +1,34 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * sys.h - small system helpers every layer may use: the page size (read
- * once by lib.c's one-time init), CLOCK_MONOTONIC in ns and ms, and the
- * guard-marker madvise constants (Linux 6.13) for older headers.
+ * once by lib.c's one-time init), CLOCK_MONOTONIC in ns and ms, the
+ * guard-marker madvise constants (Linux 6.13) for older headers, a file's
+ * allocated bytes, and starting a library thread.
  */
 #ifndef VR_SYS_H
 #define VR_SYS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
+/* the bytes fd's file has allocated (st_blocks); 0 if fd < 0 or unknown */
+static inline uint64_t vr_fd_bytes(int fd)
+{
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/* pthread_create of a library thread (monitor, guard-protocol listener)
+ * that takes no application signal (all blocked but SIGSEGV, SIGBUS,
+ * SIGILL, SIGFPE), named name; 0 or an errno value */
+int vr_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
+
 #endif
 #ifndef MADV_GUARD_REMOVE
 #define MADV_GUARD_REMOVE 103

@@ -44,10 +44,7 @@ static int memfd_free(struct vr_region *r, uint64_t p0, uint64_t p1, bool trap_f
 
 static uint64_t memfd_footprint(struct vr_region *r)
 {
-	struct stat st;
-	if (fstat(r->fd, &st) < 0)
-		return 0;
-	return (uint64_t)st.st_blocks * 512;
+	return vr_fd_bytes(r->fd);
 }
 
 /* inherited: nothing is mapped in the child (MADV_DONTFORK), the fd is

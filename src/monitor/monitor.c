@@ -384,19 +384,9 @@ int vr_monitor_start(struct vr_ctx *ctx)
 	m->forced = parse_forced();
 	select_sources(m);
 
-	/* the thread takes no application signal: all blocked but the
-	 * synchronous ones, which must never be blocked */
-	sigset_t all, old;
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int err = pthread_create(&m->thread, NULL, monitor_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!err) /* named here, so it is named when vr_ctx_new returns */
-		pthread_setname_np(m->thread, "vrange-mon");
+	/* the thread takes no application signal; named before vr_ctx_new
+	 * returns */
+	int err = vr_thread_start(&m->thread, monitor_main, m, "vrange-mon");
 	if (err) {
 		vr_dbg("monitor: pthread_create: %s", strerror(err));
 		monitor_free(m);
