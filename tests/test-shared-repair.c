@@ -2,7 +2,7 @@
 /*
  * test-shared-repair.c - a shared file after a process was killed in the
  * middle of a call, under the cooperative guard protocol (S28, S30, S32;
- * issue 21 items 1 and 2; the invariant: src/shared.h, TRAPPED HOLES)
+ * issue 21 items 1 and 2; the invariant: src/mem/mem-shared.h, TRAPPED HOLES)
  *
  *   survivor    victims (VRANGE_TRAP=guard: the guard protocol) mark,
  *               unmark, purge and read one shared file and are SIGKILLed

@@ -8,7 +8,7 @@
 #                      "test" also what the test suites want
 vr_deps() {
 	local want=(gcc meson ninja-build pkg-config libcmocka-dev)
-	local optional=(libunwind-dev g++ groff-base)
+	local optional=(libunwind-dev g++ groff-base universal-ctags)
 	local missing=() m
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 	command -v meson >/dev/null 2>&1 || missing+=(meson)
@@ -25,6 +25,8 @@ vr_deps() {
 		fi
 		command -v g++ >/dev/null 2>&1 || opt_missing+=(g++)
 		command -v groff >/dev/null 2>&1 || opt_missing+=(groff-base)
+		# the layers test (tools/check-layers.py) reads ctags -x
+		command -v ctags >/dev/null 2>&1 || opt_missing+=(universal-ctags)
 	fi
 	[ ${#missing[@]} -eq 0 ] && [ ${#opt_missing[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "${VR_NO_INSTALL:-}" ]; then
