@@ -413,9 +413,12 @@ bool vr_coop_pending(const struct vr_coop_member *m)
 
 int vr_coop_sync_self(const struct vr_coop_member *m, int timeout_ms)
 {
-	if (pthread_equal(pthread_self(), m->thread))
-		return 0; /* the listener itself: it runs ops only caught up */
 	uint32_t s = atomic_load(&m->c->seq);
+	/* the listener itself cannot wait for itself: caught up or not (a
+	 * repair it runs in its resync's trylock may find the dead holder's
+	 * last request not applied yet: coop.h, vr_coop_sync_self) */
+	if (pthread_equal(pthread_self(), m->thread))
+		return atomic_load(&m->done) == s ? 0 : -ETIMEDOUT;
 	uint64_t deadline = vr_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	while (atomic_load(&m->done) != s && !atomic_load(&m->stop)) {
 		if (vr_now_ns() >= deadline)
@@ -474,6 +477,12 @@ int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint
 	if (me >= 0 && atomic_load(&c->slot[me].word) != atomic_load(&self->token))
 		me = -1; /* our slot was lost: our listener serves this one too */
 	uint32_t s = post(c, me + 1, op, off, len);
+	/* posted on our own listener thread, caught up before: this process
+	 * applies its own request itself, so the listener is caught up after
+	 * it too (it alone writes done) */
+	if (me >= 0 && pthread_equal(pthread_self(), self->thread) &&
+	    atomic_load(&self->done) == s - 1)
+		atomic_store(&self->done, s);
 	uint64_t t = vr_now_ns(), deadline = t + (uint64_t)timeout_ms * 1000000u;
 	uint64_t step = 1000000u, next_check = t + step;
 	bool check = false;

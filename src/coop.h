@@ -290,10 +290,20 @@ bool vr_coop_pending(const struct vr_coop_member *m) _nonnull_();
  * apply requests (a resync waiting for the caller's lock runs only once
  * caught up), so the wait is short.
  *
- * Returns: 0; -ETIMEDOUT after timeout_ms.
+ * The listener itself cannot wait for itself: on its thread the answer
+ * is immediate, 0 when it is caught up, else -ETIMEDOUT.  That happens:
+ * its resync's trylock that finds the holder dead repairs at once, and
+ * the dead holder's last request (a DISARM of an unmark it did not
+ * trim) may not be applied yet; re-arming and punching then, that late
+ * DISARM would take the markers off the new holes.  A request the
+ * listener posts itself, caught up, leaves it caught up (its process
+ * applies its own requests).
+ *
+ * Returns: 0; -ETIMEDOUT after timeout_ms (on the listener's thread: at
+ *   once when a request is left to apply).
  * Since: 0.3
  * Context: the region lock held; not from a signal handler of the
- *   listener's thread (the listener itself returns 0 at once).
+ *   listener's thread.
  */
 int vr_coop_sync_self(const struct vr_coop_member *m, int timeout_ms) _nonnull_();
 

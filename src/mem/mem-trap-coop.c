@@ -117,6 +117,15 @@ static int op_resync(void *arg, const struct vr_coop_member *m)
 		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
 	}
+	if (vr_coop_pending(m)) {
+		/* a request came in while we waited: the lock holder died
+		 * after it posted (we repaired it above) or it was posted
+		 * before we got the lock.  Markers set from the map now would
+		 * be undone by that older request: apply it first (serve()),
+		 * then resync again. */
+		vr_shared_unlock(r, true);
+		return -EAGAIN;
+	}
 	int err = set_markers(r);
 	vr_shared_unlock(r, true);
 	return err;
