@@ -105,29 +105,20 @@ static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 	struct vr_shard *sh = r->shard;
 	uint64_t len = rg->end - rg->start;
 	bool purged = vr_range_purged(rg);
+	/* unsigned wrap-around: adding -len subtracts len */
+	uint64_t d = sign > 0 ? len : -len, one = sign > 0 ? 1 : (uint64_t)-1;
 	if (r->shm) {
 		struct vr_shm *m = r->shm;
-		_Atomic uint64_t *g = purged ? &m->purged_bytes : &m->volatile_bytes;
-		if (sign > 0) {
-			atomic_fetch_add_explicit(g, len, memory_order_relaxed);
-			atomic_fetch_add_explicit(&m->nranges, 1, memory_order_relaxed);
-		} else {
-			atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
-			atomic_fetch_sub_explicit(&m->nranges, 1, memory_order_relaxed);
-		}
+		atomic_fetch_add_explicit(purged ? &m->purged_bytes : &m->volatile_bytes, d,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->nranges, one, memory_order_relaxed);
 		return;
 	}
-	_Atomic uint64_t *g = purged ? &sh->purged_bytes : &sh->volatile_bytes;
-	uint64_t *mine = purged ? &r->purged_bytes : &r->volatile_bytes;
-	*mine += sign > 0 ? len : -len;
-	r->nranges += sign > 0 ? 1 : -1;
-	if (sign > 0) {
-		atomic_fetch_add_explicit(g, len, memory_order_relaxed);
-		atomic_fetch_add_explicit(&sh->ranges, 1, memory_order_relaxed);
-	} else {
-		atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&sh->ranges, 1, memory_order_relaxed);
-	}
+	*(purged ? &r->purged_bytes : &r->volatile_bytes) += d;
+	r->nranges += one;
+	atomic_fetch_add_explicit(purged ? &sh->purged_bytes : &sh->volatile_bytes, d,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&sh->ranges, one, memory_order_relaxed);
 }
 
 void vr_region_account_purge(struct vr_region *r, uint64_t len)
