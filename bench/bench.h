@@ -22,6 +22,14 @@
 #include <math.h>
 #include <time.h>
 
+/* guard markers (Linux 6.13) for older headers */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
+
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 #define GiB (1024 * MiB)

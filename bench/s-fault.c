@@ -43,13 +43,6 @@
 
 #include <vrange.h>
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_GUARD_REMOVE
-#define MADV_GUARD_REMOVE 103
-#endif
-
 #define SCEN (anon ? "fault-anon" : "fault")
 #define FILL 0x5a
 

@@ -17,13 +17,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_GUARD_REMOVE
-#define MADV_GUARD_REMOVE 103
-#endif
-
 #define SCEN "floors"
 
 static void bench_mutex(void)

@@ -28,10 +28,6 @@
 
 #include <vrange.h>
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-
 #define SCEN (anon ? "purge-anon" : "purge")
 
 static bool guard, anon, uffd;

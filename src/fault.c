@@ -349,29 +349,30 @@ static void wait_range(uint64_t key)
 	}
 }
 
-/* the fault path shared by the SIGSEGV and SIGBUS entries: pp is the
- * handler the library replaced for sig */
-static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
+/* a fault the lookup did not claim (the page is not in a purged range
+ * now): a marker this mapping of a shared file has not taken off yet, a
+ * range unmarked or refilled since (re-run the access), or not ours */
+static void unclaimed(struct vr_region *r, void *addr, uint64_t gen, int sig, siginfo_t *si,
+		      void *ucv, struct sigaction *pp)
 {
-	int saved_errno = errno;
-	ucontext_t *uc = ucv;
-	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
-	if (!r) {
-		if (vr_obj_fault(si, ucv, deliver_sigbus))
-			goto out;
-		forward(sig, si, ucv, pp);
-		goto out;
+	if (r->coop_m && !vr_coop_caught_up(r->coop_m)) {
+		/* wait for the listener (mem-trap-coop.c), then re-run */
+		vr_trap_coop_wait(r);
+		return;
 	}
+	/* the re-fault record: base/refault.h */
+	if (!vr_refault_rerun(addr, gen))
+		forward(sig, si, ucv, pp); /* faulted again with nothing changed */
+}
+
+/* a fault on region r's memory, r's lock not held by this thread */
+static void region_fault(struct vr_region *r, int sig, siginfo_t *si, void *ucv,
+			 struct sigaction *pp)
+{
+	ucontext_t *uc = ucv;
 	void *addr = si->si_addr;
 	uint64_t off = (uint64_t)((uint8_t *)addr - r->base);
 	struct vr_ctx *c = r->ctx;
-	if (vr_held(r->lockp)) {
-		/* an asynchronous signal handler touched a trapped page of the
-		 * region its own thread is changing: waiting would deadlock */
-		atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
-		deliver_sigbus(addr, uc);
-		goto out;
-	}
 
 	/* the handler read by the lookup is called inside a callback
 	 * section, so that replacing it waits for this call (callback.c) */
@@ -379,23 +380,11 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 	unsigned long cb = vr_cb_enter();
 	struct lookup lk;
 	lookup(r, off, &lk);
-	/* the re-fault record: base/refault.h */
 	if (!lk.claimed) {
 		vr_cb_leave(cb);
 		vr_held_leave_signal();
-		if (r->coop_m && !vr_coop_caught_up(r->coop_m)) {
-			/* a shared file's marker this mapping has not taken
-			 * off yet (trap-coop.c): wait for the listener, then
-			 * re-run the access */
-			vr_trap_coop_wait(r);
-			goto out;
-		}
-		if (!vr_refault_rerun(addr, lk.gen)) {
-			/* faulted again with nothing changed: not ours */
-			forward(sig, si, ucv, pp);
-			goto out;
-		}
-		goto out; /* re-run the access */
+		unclaimed(r, addr, lk.gen, sig, si, ucv, pp);
+		return;
 	}
 	int slot = -1;
 	uint64_t key = fill_key(r, lk.start);
@@ -408,7 +397,7 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 			vr_cb_leave(cb);
 			vr_held_leave_signal();
 			wait_range(key);
-			goto out;
+			return;
 		}
 	}
 	atomic_fetch_add_explicit(&c->faults, 1, memory_order_relaxed);
@@ -421,14 +410,32 @@ static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
 	vr_cb_leave(cb);
 	vr_held_leave_signal();
 	if (fixed)
-		goto out;
+		return;
 	/* the SIGBUS handler may leave with siglongjmp: nothing of ours is
 	 * left open when it runs */
 	vr_refault_forget();
 	if (vr_debug_stderr())
 		log_sigbus((uintptr_t)r, off, lk.start, lk.len, uc);
 	deliver_sigbus(addr, uc);
-out:
+}
+
+/* the fault path shared by the SIGSEGV and SIGBUS entries: pp is the
+ * handler the library replaced for sig */
+static void trap(int sig, siginfo_t *si, void *ucv, struct sigaction *pp)
+{
+	int saved_errno = errno;
+	struct vr_region *r = si->si_code > 0 ? vr_registry_lookup(si->si_addr) : NULL;
+	if (!r) {
+		if (!vr_obj_fault(si, ucv, deliver_sigbus))
+			forward(sig, si, ucv, pp);
+	} else if (vr_held(r->lockp)) {
+		/* an asynchronous signal handler touched a trapped page of the
+		 * region its own thread is changing: waiting would deadlock */
+		atomic_fetch_add_explicit(&r->ctx->faults, 1, memory_order_relaxed);
+		deliver_sigbus(si->si_addr, ucv);
+	} else {
+		region_fault(r, sig, si, ucv, pp);
+	}
 	errno = saved_errno;
 }
 

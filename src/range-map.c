@@ -805,11 +805,10 @@ static void ref_sort(const struct vr_map *m, vr_ref *v, uint64_t n, bool by_age)
 	}
 }
 
-int vr_map_rebuild(struct vr_map *m)
+/* rebuild, step 1: the records in the tree or PENDING, into v sorted by
+ * start; the others are marked free.  Returns how many. */
+static uint64_t rebuild_collect(struct vr_map *m, vr_ref *v)
 {
-	if (!m->cap)
-		return -1;
-	vr_ref *v = vr_deref(m, m->log); /* scratch: the log is rebuilt last */
 	struct vr_range *recs = REC(m->rec_lo);
 	uint64_t n = 0;
 	for (uint64_t i = 0; i < m->rec_n; i++) {
@@ -821,7 +820,15 @@ int vr_map_rebuild(struct vr_map *m)
 			r->age_flags &= ~(VR_RANGE_INTREE | VR_RANGE_PENDING);
 	}
 	ref_sort(m, v, n, false);
-	/* join overlaps: the union, purged if any part was, the oldest age */
+	return n;
+}
+
+/* step 2: join overlaps: the union, purged if any part was, the oldest
+ * age; the records joined into another are freed.  Returns how many are
+ * left in v (it may pass cap by the few spare records: the storage holds
+ * them). */
+static uint64_t rebuild_join(struct vr_map *m, vr_ref *v, uint64_t n)
+{
 	uint64_t k = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		struct vr_range *r = REC(v[i]), *c = k ? REC(v[k - 1]) : NULL;
@@ -833,14 +840,17 @@ int vr_map_rebuild(struct vr_map *m)
 				c->end = r->end;
 			c->age_flags |= r->age_flags & VR_RANGE_PURGED;
 			vr_range_set_age(c, age);
-			r->age_flags = 0; /* freed below */
+			r->age_flags = 0;
 			continue;
 		}
 		v[k++] = v[i];
 	}
-	/* (k may pass cap by the few spare records: the storage holds them) */
-	/* an empty tree and LRU, the free lists from scratch */
-	uint64_t page_shift = m->page_shift;
+	return k;
+}
+
+/* step 3: an empty tree and LRU, the free lists from scratch */
+static void rebuild_reset(struct vr_map *m)
+{
 	m->root = m->hint = m->ins_leaf = m->tail = 0;
 	m->height = 0;
 	m->free_leaves = m->free_inner = 0;
@@ -854,6 +864,11 @@ int vr_map_rebuild(struct vr_map *m)
 	m->nheap_live = 0;
 	m->cursor_gen = 0;
 	m->peek_src = 0;
+}
+
+/* step 4: the k ranges of v into the tree; 0 or -1 */
+static int rebuild_tree(struct vr_map *m, const vr_ref *v, uint64_t k)
+{
 	for (uint64_t i = 0; i < k; i++) {
 		struct vr_range *r = REC(v[i]);
 		r->age_flags = (r->age_flags & ~(uint64_t)(VR_RANGE_PENDING | VR_RANGE_ONLRU)) |
@@ -870,12 +885,18 @@ int vr_map_rebuild(struct vr_map *m)
 				return -1;
 		vr_map_insert(m, REC(v[i]));
 	}
-	/* the LRU: every unpurged range holding a whole page, by age */
+	return 0;
+}
+
+/* step 5: the LRU, every unpurged range holding a whole page, by age
+ * (v is scratch from here on) */
+static void rebuild_lru(struct vr_map *m, vr_ref *v, uint64_t k)
+{
 	uint64_t l = 0;
 	for (uint64_t i = 0; i < k; i++) {
 		struct vr_range *r = REC(v[i]);
 		if (!vr_range_purged(r) &&
-		    vr_whole_pages(r->start, r->end, (unsigned)page_shift, NULL, NULL))
+		    vr_whole_pages(r->start, r->end, (unsigned)m->page_shift, NULL, NULL))
 			v[l++] = v[i];
 	}
 	ref_sort(m, v, l, true);
@@ -886,6 +907,18 @@ int vr_map_rebuild(struct vr_map *m)
 	}
 	m->log_tail = (uint32_t)l;
 	m->nlog = l;
+}
+
+int vr_map_rebuild(struct vr_map *m)
+{
+	if (!m->cap)
+		return -1;
+	vr_ref *v = vr_deref(m, m->log); /* scratch: the log is rebuilt last */
+	uint64_t k = rebuild_join(m, v, rebuild_collect(m, v));
+	rebuild_reset(m);
+	if (rebuild_tree(m, v, k) < 0)
+		return -1;
+	rebuild_lru(m, v, k);
 	return vr_map_check(m);
 }
 

@@ -105,29 +105,20 @@ static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 	struct vr_shard *sh = r->shard;
 	uint64_t len = rg->end - rg->start;
 	bool purged = vr_range_purged(rg);
+	/* unsigned wrap-around: adding -len subtracts len */
+	uint64_t d = sign > 0 ? len : -len, one = sign > 0 ? 1 : (uint64_t)-1;
 	if (r->shm) {
 		struct vr_shm *m = r->shm;
-		_Atomic uint64_t *g = purged ? &m->purged_bytes : &m->volatile_bytes;
-		if (sign > 0) {
-			atomic_fetch_add_explicit(g, len, memory_order_relaxed);
-			atomic_fetch_add_explicit(&m->nranges, 1, memory_order_relaxed);
-		} else {
-			atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
-			atomic_fetch_sub_explicit(&m->nranges, 1, memory_order_relaxed);
-		}
+		atomic_fetch_add_explicit(purged ? &m->purged_bytes : &m->volatile_bytes, d,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->nranges, one, memory_order_relaxed);
 		return;
 	}
-	_Atomic uint64_t *g = purged ? &sh->purged_bytes : &sh->volatile_bytes;
-	uint64_t *mine = purged ? &r->purged_bytes : &r->volatile_bytes;
-	*mine += sign > 0 ? len : -len;
-	r->nranges += sign > 0 ? 1 : -1;
-	if (sign > 0) {
-		atomic_fetch_add_explicit(g, len, memory_order_relaxed);
-		atomic_fetch_add_explicit(&sh->ranges, 1, memory_order_relaxed);
-	} else {
-		atomic_fetch_sub_explicit(g, len, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&sh->ranges, 1, memory_order_relaxed);
-	}
+	*(purged ? &r->purged_bytes : &r->volatile_bytes) += d;
+	r->nranges += one;
+	atomic_fetch_add_explicit(purged ? &sh->purged_bytes : &sh->volatile_bytes, d,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&sh->ranges, one, memory_order_relaxed);
 }
 
 void vr_region_account_purge(struct vr_region *r, uint64_t len)
@@ -379,71 +370,52 @@ bool vr_region_purged_in(struct vr_region *r, size_t off, size_t len)
 }
 
 /* ---- unmark ---- */
-static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
+
+/* what [a, b) covers: any purged range, a range that extends past both
+ * ends (the cut needs a spare record), and the trapped pages to restore:
+ * the whole pages of purged ranges that share a byte with [a, b),
+ * as [*lo, *hi) (empty when *lo >= *hi) */
+struct unmark_scan {
+	bool purged, split;
+	uint64_t lo, hi;
+};
+
+static struct unmark_scan unmark_scan(struct vr_region *r, struct vr_range *first, uint64_t a,
+				      uint64_t b)
+{
+	struct vr_map *m = r->map;
+	struct unmark_scan u = { .lo = UINT64_MAX };
+	uint64_t q0 = a & ~vr_page_mask(), q1 = (b + vr_page_mask()) & ~vr_page_mask();
+	for (struct vr_range *x = first; x && x->start < b; x = vr_map_next(m, x)) {
+		uint64_t p0, p1;
+		if (x->start < a && x->end > b)
+			u.split = true;
+		if (!vr_range_purged(x))
+			continue;
+		u.purged = true;
+		if (!vr_whole_pages(x->start, x->end, m->page_shift, &p0, &p1))
+			continue;
+		uint64_t t0 = q0 < p0 ? p0 : q0, t1 = q1 > p1 ? p1 : q1;
+		if (t0 < t1) {
+			if (t0 < u.lo)
+				u.lo = t0;
+			if (t1 > u.hi)
+				u.hi = t1;
+		}
+	}
+	return u;
+}
+
+/* cut [a, b) out of the ranges from first on; pieces keep their age,
+ * state and LRU place.  Changing a kept piece's bounds in place keeps
+ * the tree ordered: no other range lies in the part that was cut.
+ * spare: the record for the right piece of a range split in two (NULL
+ * when none is); freed when unused. */
+static void unmark_cut(struct vr_region *r, struct vr_range *x, uint64_t a, uint64_t b,
+		       struct vr_range *spare)
 {
 	struct vr_map *m = r->map;
 	unsigned sh = m->page_shift;
-
-	/* fast path: exactly one unpurged range, one descent */
-	vr_ref *link = vr_map_find_link(m, a);
-	struct vr_range *hit = link ? vr_map_link_rec(m, link) : NULL;
-	if (hit && hit->start == a && hit->end == b && !vr_range_purged(hit)) {
-		range_drop(r, hit, link);
-		vr_region_publish_oldest(r);
-		return VR_INTACT;
-	}
-
-	struct vr_range *first = vr_map_first_end_after(m, a);
-	if (!first || first->start >= b)
-		return VR_INTACT; /* nothing volatile in the interval */
-
-	/* pass 1: what was purged, which trapped pages must be restored */
-	bool purged = false, split = false;
-	uint64_t lo = UINT64_MAX, hi = 0;
-	struct vr_range *x;
-	for (x = first; x && x->start < b; x = vr_map_next(m, x)) {
-		uint64_t p0, p1;
-		if (x->start < a && x->end > b)
-			split = true;
-		if (!vr_range_purged(x))
-			continue;
-		purged = true;
-		if (!vr_whole_pages(x->start, x->end, sh, &p0, &p1))
-			continue;
-		/* trapped pages of x that share a byte with [a, b) */
-		uint64_t q0 = a & ~vr_page_mask(), q1 = (b + vr_page_mask()) & ~vr_page_mask();
-		if (q0 < p0)
-			q0 = p0;
-		if (q1 > p1)
-			q1 = p1;
-		if (q0 < q1) {
-			if (q0 < lo)
-				lo = q0;
-			if (q1 > hi)
-				hi = q1;
-		}
-	}
-	struct vr_range *spare = NULL;
-	if (split) {
-		if (over_cap(m, 1, 0))
-			return -ENOSPC; /* S31: nothing changed */
-		spare = vr_map_alloc(m);
-		if (!spare)
-			return alloc_err(r);
-	}
-	if (lo < hi) {
-		int err = vr_restore_pages(r, lo, hi);
-		if (err < 0) {
-			if (spare)
-				vr_map_free(m, spare);
-			return err;
-		}
-	}
-
-	/* pass 2: cut [a, b) out; pieces keep their age, state and LRU place.
-	 * Changing a kept piece's bounds in place keeps the tree ordered:
-	 * no other range lies in the part that was cut. */
-	x = first;
 	while (x && x->start < b) {
 		struct vr_range *next = vr_map_next(m, x);
 		uint64_t s = x->start, e = x->end;
@@ -476,8 +448,47 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	}
 	if (spare)
 		vr_map_free(m, spare);
+}
+
+/* S5: scan, then take what can fail (the spare record, the restore of
+ * trapped pages) before anything changes, then cut */
+static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	struct vr_map *m = r->map;
+
+	/* fast path: exactly one unpurged range, one descent */
+	vr_ref *link = vr_map_find_link(m, a);
+	struct vr_range *hit = link ? vr_map_link_rec(m, link) : NULL;
+	if (hit && hit->start == a && hit->end == b && !vr_range_purged(hit)) {
+		range_drop(r, hit, link);
+		vr_region_publish_oldest(r);
+		return VR_INTACT;
+	}
+
+	struct vr_range *first = vr_map_first_end_after(m, a);
+	if (!first || first->start >= b)
+		return VR_INTACT; /* nothing volatile in the interval */
+
+	struct unmark_scan u = unmark_scan(r, first, a, b);
+	struct vr_range *spare = NULL;
+	if (u.split) {
+		if (over_cap(m, 1, 0))
+			return -ENOSPC; /* S31: nothing changed */
+		spare = vr_map_alloc(m);
+		if (!spare)
+			return alloc_err(r);
+	}
+	if (u.lo < u.hi) {
+		int err = vr_restore_pages(r, u.lo, u.hi);
+		if (err < 0) {
+			if (spare)
+				vr_map_free(m, spare);
+			return err;
+		}
+	}
+	unmark_cut(r, first, a, b, spare);
 	vr_region_publish_oldest(r);
-	return purged ? VR_PURGED : VR_INTACT;
+	return u.purged ? VR_PURGED : VR_INTACT;
 }
 
 _export_ int vr_unmark(struct vr_region *r, size_t off, size_t len)

@@ -24,12 +24,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/sys.h"
 #include "coop.h"
-
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#define MADV_GUARD_REMOVE 103
-#endif
 
 #define NPAGES 16
 #define MAXC 8
