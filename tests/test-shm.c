@@ -111,6 +111,8 @@ static void probe_pages(int fd, size_t map_size, unsigned char *present)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+static size_t kept_data; /* purged pages found unpunched (guard protocol) */
+
 /* with the lock held: holes exactly at the whole pages of purged ranges,
  * and the file's gauges equal to a recount of the map */
 static void check_holes(struct vr_region *r, int fd)
@@ -128,8 +130,13 @@ static void check_holes(struct vr_region *r, int fd)
 				 p >= p0 && p < p1;
 		if (!present[i] && !in_purged)
 			fail_msg("page %zu is a hole outside a purged range", i);
-		if (present[i] && in_purged)
+		/* under the guard protocol a purge or repair whose ARM a mapper
+		 * did not acknowledge in time leaves the pages unpunched, the
+		 * range purged (mem-shared.h, TRAPPED HOLES: data is never a
+		 * hole unarmed); userfaultfd mappings need no ARM */
+		if (present[i] && in_purged && vr_trap_backend() == VR_TRAP_UFFD)
 			fail_msg("page %zu of a purged range holds data", i);
+		kept_data += present[i] && in_purged;
 	}
 	uint64_t n = 0, vol = 0, pur = 0;
 	for (struct vr_range *x = vr_map_first_end_after(m, 0); x; x = vr_map_next(m, x)) {
@@ -191,7 +198,8 @@ static void test_shm_kill_invariants(void **state)
 	/* the half nobody marked kept every byte */
 	assert_true(vt_check(b + size / 2, size / 2, size / 2, 42) == SIZE_MAX);
 	uint64_t repairs = vr_ctx_stat(c, VR_STAT_REPAIRS);
-	print_message("%d kills, %llu repairs by the parent\n", kills, (unsigned long long)repairs);
+	print_message("%d kills, %llu repairs by the parent, %zu purged pages seen unpunched\n", kills,
+		      (unsigned long long)repairs, kept_data);
 	assert_true(repairs > 0);
 	/* the gauges of this ctx count what the dead children left */
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), atomic_load(&r->shm->nranges));
