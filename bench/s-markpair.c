@@ -57,7 +57,8 @@ static void pair_batch(struct vr_region *r, size_t n, size_t stride, uint64_t *r
 	}
 }
 
-static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
+/* also used by s-wall.c, which reports under its own scenario name */
+void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const char *tag)
 {
 	size_t stride = OBJ + page_size, nsamp = BY_MODE(100, 800, 3000);
 	struct vr_region *r;
@@ -74,9 +75,9 @@ static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
 	double per = ((double)heap_in_use() - (double)h0) / (double)(n - 1);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_RANGES) == n);
 	snprintf(name, sizeof(name), "vr-mark-build-%s", tag);
-	emit_row(SCEN, name, build, NAN, "ns/range", (long)n);
+	emit_row(scen, name, build, NAN, "ns/range", (long)n);
 	snprintf(name, sizeof(name), "vr-heap-per-range-%s", tag);
-	emit_row(SCEN, name, per, NAN, "B", (long)n);
+	emit_row(scen, name, per, NAN, "B", (long)n);
 
 	uint64_t rng = 0x1234567 + n;
 	static const char *const suffix[] = { "", "-hot", "-ptr" };
@@ -89,13 +90,13 @@ static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
 			samples_add(&s, (double)(now_ns() - t) / BATCH);
 		}
 		snprintf(name, sizeof(name), "vr-pair-%s%s", tag, suffix[kind]);
-		emit_samples(SCEN, name, &s, "ns");
+		emit_samples(scen, name, &s, "ns");
 		samples_free(&s);
 	}
 	CHECK(vr_ctx_stat(ctx, VR_STAT_RANGES) == n);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_PURGES) == 0);
 	snprintf(name, sizeof(name), "vr-heap-per-range-%s-after-pairs", tag);
-	emit_row(SCEN, name, ((double)heap_in_use() - (double)h0) / (double)(n - 1), NAN, "B",
+	emit_row(scen, name, ((double)heap_in_use() - (double)h0) / (double)(n - 1), NAN, "B",
 		 (long)n);
 	vr_region_destroy(r);
 }
@@ -163,14 +164,14 @@ int run_markpair(void)
 	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
 	bench_mutex_pair(SCEN);
 	bench_canary_pair(SCEN);
-	bench_vr(ctx, 1000, "1e3");
+	bench_range_pairs(SCEN, ctx, 1000, "1e3");
 	if (bopt.mode == MODE_SMOKE) {
-		bench_vr(ctx, 10000, "1e4");
+		bench_range_pairs(SCEN, ctx, 10000, "1e4");
 	} else {
-		bench_vr(ctx, 100000, "1e5");
-		bench_vr(ctx, 1000000, "1e6");
+		bench_range_pairs(SCEN, ctx, 100000, "1e5");
+		bench_range_pairs(SCEN, ctx, 1000000, "1e6");
 		if (bopt.mode == MODE_FULL)
-			bench_vr(ctx, 10000000, "1e7");
+			bench_range_pairs(SCEN, ctx, 10000000, "1e7");
 	}
 	vr_ctx_destroy(ctx);
 	return 0;

@@ -58,7 +58,8 @@ static void pair_batch(struct vr_obj **o, size_t n, uint64_t *rng, bool hot)
 	}
 }
 
-static void bench_pairs(size_t n, size_t size, const char *tag)
+/* also used by s-wall.c, which reports under its own scenario name */
+void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag)
 {
 	struct vr_ctx *ctx;
 	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
@@ -67,14 +68,14 @@ static void bench_pairs(size_t n, size_t size, const char *tag)
 	struct vr_obj **o = make_objs(ctx, n, size);
 	char name[48];
 	snprintf(name, sizeof(name), "obj-new-unpin-%s", tag);
-	emit_row(SCEN, name, (double)(now_ns() - t0) / (double)n, NAN, "ns/obj", (long)n);
+	emit_row(scen, name, (double)(now_ns() - t0) / (double)n, NAN, "ns/obj", (long)n);
 	if (size == 256 && n >= 1000000) {
 		/* the handle array is the benchmark's, not the library's */
 		double meta = ((double)(proc_status_kib("RssAnon") - anon0) * 1024.0 -
 			       (double)(n * sizeof(*o))) /
 			      (double)n;
 		snprintf(name, sizeof(name), "obj-meta-bytes-%s", tag);
-		emit_row(SCEN, name, meta, NAN, "B/obj", (long)n);
+		emit_row(scen, name, meta, NAN, "B/obj", (long)n);
 	}
 	uint64_t rng = 0x9e3779b9 + n;
 	size_t nsamp = BY_MODE(100, 800, 3000);
@@ -97,7 +98,7 @@ static void bench_pairs(size_t n, size_t size, const char *tag)
 			samples_add(&f, (double)(now_ns() - t) / BATCH);
 		}
 		snprintf(name, sizeof(name), "handle-read-floor-%s", tag);
-		emit_samples(SCEN, name, &f, "ns");
+		emit_samples(scen, name, &f, "ns");
 		samples_free(&f);
 		CHECK(sink != 1); /* keeps the loads */
 	}
@@ -110,7 +111,7 @@ static void bench_pairs(size_t n, size_t size, const char *tag)
 			samples_add(&s, (double)(now_ns() - t) / BATCH);
 		}
 		snprintf(name, sizeof(name), "obj-pair-%s%s", tag, hot ? "-hot" : "");
-		emit_samples(SCEN, name, &s, "ns");
+		emit_samples(scen, name, &s, "ns");
 		samples_free(&s);
 	}
 	CHECK(vr_ctx_stat(ctx, VR_STAT_PURGES) == 0);
@@ -255,16 +256,16 @@ int run_objpair(void)
 {
 	bench_mutex_pair(SCEN);
 	bench_canary_pair(SCEN);
-	bench_pairs(1000, 256, "1e3");
-	bench_pairs(1000, 64 * KiB, "1e3-64k");
+	bench_obj_pairs(SCEN, 1000, 256, "1e3");
+	bench_obj_pairs(SCEN, 1000, 64 * KiB, "1e3-64k");
 	if (bopt.mode == MODE_SMOKE) {
-		bench_pairs(10000, 256, "1e4");
+		bench_obj_pairs(SCEN, 10000, 256, "1e4");
 	} else {
-		bench_pairs(10000, 256, "1e4");
-		bench_pairs(100000, 256, "1e5");
-		bench_pairs(1000000, 256, "1e6");
-		bench_pairs(1000000, 64 * KiB, "1e6-64k");
-		bench_pairs(10000000, 256, "1e7");
+		bench_obj_pairs(SCEN, 10000, 256, "1e4");
+		bench_obj_pairs(SCEN, 100000, 256, "1e5");
+		bench_obj_pairs(SCEN, 1000000, 256, "1e6");
+		bench_obj_pairs(SCEN, 1000000, 64 * KiB, "1e6-64k");
+		bench_obj_pairs(SCEN, 10000000, 256, "1e7");
 	}
 	bench_waste();
 	bench_threads();
