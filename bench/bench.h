@@ -134,6 +134,10 @@ size_t heap_in_use(void);                    /* mallinfo2 uordblks + hblkhd */
 /* populate [p, p+len) for writing (MADV_POPULATE_WRITE, or touch) */
 void populate(void *p, size_t len);
 void *map_anon(size_t len);
+/* len bytes (rounded up to 2 MiB), 2 MiB-aligned, MADV_HUGEPAGE if huge,
+ * else MADV_NOHUGEPAGE; free with unmap_huge */
+void *map_huge(size_t len, bool huge);
+void unmap_huge(void *p, size_t len);
 int uffd_register(void *p, size_t len); /* userfaultfd fd, or -1 */
 
 /* ---- scenarios (one child each) ---- */

@@ -26,12 +26,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <vrange.h>
 
 #define SCEN "wall"
-#define HUGE ((size_t)2 << 20)
 #define STEPS 256
 
 struct line {
@@ -39,23 +37,11 @@ struct line {
 	char pad[56];
 };
 
-/* len bytes, 2 MiB-aligned, advised huge or not */
-static struct line *map_lines(size_t len, bool huge)
-{
-	char *m = map_anon(len + HUGE);
-	char *a = (char *)(((uintptr_t)m + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-	if (a > m)
-		munmap(m, (size_t)(a - m));
-	munmap(a + len, (size_t)(m + HUGE - a));
-	CHECK(madvise(a, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0);
-	return (struct line *)(void *)a;
-}
-
 static void bench_dram(bool huge)
 {
 	size_t len = BY_MODE(64 * MiB, 512 * MiB, 1 * GiB), n = len / sizeof(struct line);
 	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
-	struct line *l = map_lines(len, huge);
+	struct line *l = map_huge(len, huge);
 	uint32_t *ord = malloc(n * sizeof(*ord));
 	CHECK(ord);
 	uint64_t rng = 0x5eed + huge;
@@ -87,7 +73,7 @@ static void bench_dram(bool huge)
 		  bopt.variant, len / MiB, huge ? "2 MiB" : "4 KiB",
 		  (unsigned long long)(hp / 1024));
 	samples_free(&s);
-	munmap(l, len);
+	unmap_huge(l, len);
 }
 
 int run_wall(const char *style)

@@ -242,6 +242,25 @@ void *map_anon(size_t len)
 	return p;
 }
 
+void *map_huge(size_t len, bool huge)
+{
+	const size_t h = 2 * MiB;
+	len = (len + h - 1) & ~(h - 1);
+	char *m = map_anon(len + h);
+	char *a = (char *)(((uintptr_t)m + h - 1) & ~(uintptr_t)(h - 1));
+	if (a > m)
+		munmap(m, (size_t)(a - m));
+	munmap(a + len, (size_t)(m + h - a));
+	if (madvise(a, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) < 0)
+		die("madvise: %s", strerror(errno));
+	return a;
+}
+
+void unmap_huge(void *p, size_t len)
+{
+	munmap(p, (len + 2 * MiB - 1) & ~(2 * MiB - 1));
+}
+
 /* the raw floor of the uffd backend: [p, p + len) registered in missing
  * mode with the SIGBUS feature (unprivileged: UFFD_USER_MODE_ONLY); the
  * userfaultfd, or -1 where the system refuses it */
