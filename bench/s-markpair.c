@@ -67,6 +67,7 @@ void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const cha
 	VRCHECK(vr_mark(r, 0, OBJ)); /* what a region allocates once is not per range */
 
 	size_t h0 = heap_in_use();
+	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
 	uint64_t t0 = now_ns();
 	for (size_t i = 1; i < n; i++)
 		if (VRCHECK(vr_mark(r, i * stride, OBJ)) != VR_INTACT)
@@ -78,6 +79,11 @@ void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const cha
 	emit_row(scen, name, build, NAN, "ns/range", (long)n);
 	snprintf(name, sizeof(name), "vr-heap-per-range-%s", tag);
 	emit_row(scen, name, per, NAN, "B", (long)n);
+	/* how much of it the kernel gave on 2 MiB pages (the library asks
+	 * for them on its large arenas; VRANGE_HUGEPAGES=0 says no) */
+	snprintf(name, sizeof(name), "vr-huge-mib-%s", tag);
+	emit_row(scen, name, (double)(smaps_rollup_kib("AnonHugePages") - hp0) / 1024.0, NAN, "MiB",
+		 (long)n);
 
 	uint64_t rng = 0x1234567 + n;
 	static const char *const suffix[] = { "", "-hot", "-ptr" };
