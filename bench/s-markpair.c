@@ -19,7 +19,8 @@
  * Each sample is the mean over a batch of BATCH pairs; median and p99 are
  * over samples.  Per size also: the cost of building the map (ns per new
  * range, ascending marks) and the heap it holds per range, after the build
- * and again after the random pairs (the LRU log's stale entries included).
+ * and again after the random pairs (the LRU log's stale entries included),
+ * and how much of the map the kernel put on 2 MiB pages ("vr-huge-mib").
  * 10^7 ranges run in full mode only (about 0.7 GB of heap).
  */
 #include "bench.h"

@@ -15,11 +15,13 @@
  * "handle-read-floor" is what any handle-based API pays at that size:
  * load a random handle pointer from the caller's array and read a word of
  * the handle (two dependent misses); the pair's cost beyond it is the
- * library's.
+ * library's.  The caller's array is on 2 MiB pages (map_huge), so neither
+ * pays the benchmark's own TLB misses.
  *
  * Also measured: metadata bytes per object (anonymous RSS growth over N,
  * at 10^6 live 256-byte objects, unpinned: handles, slabs, page maps and
- * the LRU logs), the waste of a mix of small objects (VR_STAT_FOOTPRINT
+ * the LRU logs; "obj-huge-mib": how much of it is on 2 MiB pages), the
+ * waste of a mix of small objects (VR_STAT_FOOTPRINT
  * against the bytes asked for, every object written), and two threads
  * pairing on their own 10^5 objects against one thread.
  */

@@ -39,7 +39,7 @@ struct line {
 
 static void bench_dram(bool huge)
 {
-	size_t len = BY_MODE(64 * MiB, 512 * MiB, 1 * GiB), n = len / sizeof(struct line);
+	size_t len = BY_MODE(64 * MiB, 256 * MiB, 1 * GiB), n = len / sizeof(struct line);
 	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
 	struct line *l = map_huge(len, huge);
 	uint32_t *ord = malloc(n * sizeof(*ord));
@@ -59,7 +59,7 @@ static void bench_dram(bool huge)
 	uint64_t hp = smaps_rollup_kib("AnonHugePages") - hp0;
 	struct line *p = &l[0];
 	struct samples s = { 0 };
-	size_t nsamp = BY_MODE(200, 2000, 4000);
+	size_t nsamp = BY_MODE(200, 1000, 4000);
 	for (size_t i = 0; i <= nsamp; i++) {
 		uint64_t t = now_ns();
 		for (size_t j = 0; j < STEPS; j++)
