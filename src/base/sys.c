@@ -65,7 +65,10 @@ void vr_advise_huge(void *p, size_t len)
 	uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(VR_HUGE_SIZE - 1);
 	if (lo >= hi)
 		return;
-	int err = vr_madvise((void *)lo, hi - lo, huge_on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) < 0
+	/* a hint whose failure changes nothing: plain madvise, not an
+	 * injection site (inject.h), so that VRANGE_FAULT_INJECT's madvise
+	 * calls stay the trap backends' */
+	int err = madvise((void *)lo, hi - lo, huge_on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) < 0
 			  ? errno
 			  : 0;
 	if (huge_on && !err)
