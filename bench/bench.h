@@ -40,6 +40,7 @@ enum bench_mode { MODE_SMOKE = 0, MODE_QUICK = 1, MODE_FULL = 2 };
 struct bench_opts {
 	enum bench_mode mode;
 	const char *backend; /* "guard", "mprotect", "uffd" or NULL (library default) */
+	const char *variant; /* the rows' variant column if not the backend's */
 	int rows_fd;         /* -1: print rows to stdout */
 };
 
@@ -136,10 +137,15 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* ---- memory facts ---- */
 uint64_t proc_status_kib(const char *field); /* "VmRSS", "RssShmem", ... */
 uint64_t statm_resident_bytes(void);         /* /proc/self/statm resident */
+uint64_t smaps_rollup_kib(const char *field); /* "AnonHugePages", ... */
 size_t heap_in_use(void);                    /* mallinfo2 uordblks + hblkhd */
 /* populate [p, p+len) for writing (MADV_POPULATE_WRITE, or touch) */
 void populate(void *p, size_t len);
 void *map_anon(size_t len);
+/* len bytes (rounded up to 2 MiB), 2 MiB-aligned, MADV_HUGEPAGE if huge,
+ * else MADV_NOHUGEPAGE; free with unmap_huge */
+void *map_huge(size_t len, bool huge);
+void unmap_huge(void *p, size_t len);
 int uffd_register(void *p, size_t len); /* userfaultfd fd, or -1 */
 
 /* ---- scenarios (one child each) ---- */
@@ -153,8 +159,16 @@ int run_cache(const char *style);
 int run_limit(const char *style);
 int run_objpair(void);
 int run_shared(const char *style); /* NULL, or "no-uffd" */
-/* floors shared by scenarios (s-markpair.c) */
-void bench_canary_pair(const char *scen);
-void bench_mutex_pair(const char *scen);
+int run_wall(const char *style); /* "hp-on" or "hp-off" */
+/* floors and rows shared by scenarios, reported under scen */
+void bench_canary_pair(const char *scen);            /* s-markpair.c */
+void bench_mutex_pair(const char *scen);             /* s-markpair.c */
+void bench_floor_mutex(const char *scen);            /* s-floors.c */
+void bench_floor_cas(const char *scen);              /* s-floors.c */
+struct vr_ctx;
+/* s-objpair.c: n objects of size bytes, random and hot pin+unpin pairs */
+void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag);
+/* s-markpair.c: n ranges in one region, random/hot/ptr unmark+mark pairs */
+void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const char *tag);
 
 #endif

@@ -19,7 +19,8 @@
  * Each sample is the mean over a batch of BATCH pairs; median and p99 are
  * over samples.  Per size also: the cost of building the map (ns per new
  * range, ascending marks) and the heap it holds per range, after the build
- * and again after the random pairs (the LRU log's stale entries included).
+ * and again after the random pairs (the LRU log's stale entries included),
+ * and how much of the map the kernel put on 2 MiB pages ("vr-huge-mib").
  * 10^7 ranges run in full mode only (about 0.7 GB of heap).
  */
 #include "bench.h"
@@ -57,7 +58,8 @@ static void pair_batch(struct vr_region *r, size_t n, size_t stride, uint64_t *r
 	}
 }
 
-static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
+/* also used by s-wall.c, which reports under its own scenario name */
+void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const char *tag)
 {
 	size_t stride = OBJ + page_size, nsamp = BY_MODE(100, 800, 3000);
 	struct vr_region *r;
@@ -66,6 +68,7 @@ static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
 	VRCHECK(vr_mark(r, 0, OBJ)); /* what a region allocates once is not per range */
 
 	size_t h0 = heap_in_use();
+	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
 	uint64_t t0 = now_ns();
 	for (size_t i = 1; i < n; i++)
 		if (VRCHECK(vr_mark(r, i * stride, OBJ)) != VR_INTACT)
@@ -74,9 +77,14 @@ static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
 	double per = ((double)heap_in_use() - (double)h0) / (double)(n - 1);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_RANGES) == n);
 	snprintf(name, sizeof(name), "vr-mark-build-%s", tag);
-	emit_row(SCEN, name, build, NAN, "ns/range", (long)n);
+	emit_row(scen, name, build, NAN, "ns/range", (long)n);
 	snprintf(name, sizeof(name), "vr-heap-per-range-%s", tag);
-	emit_row(SCEN, name, per, NAN, "B", (long)n);
+	emit_row(scen, name, per, NAN, "B", (long)n);
+	/* how much of it the kernel gave on 2 MiB pages (the library asks
+	 * for them on its large arenas; VRANGE_HUGEPAGES=0 says no) */
+	snprintf(name, sizeof(name), "vr-huge-mib-%s", tag);
+	emit_row(scen, name, (double)(smaps_rollup_kib("AnonHugePages") - hp0) / 1024.0, NAN, "MiB",
+		 (long)n);
 
 	uint64_t rng = 0x1234567 + n;
 	static const char *const suffix[] = { "", "-hot", "-ptr" };
@@ -89,13 +97,13 @@ static void bench_vr(struct vr_ctx *ctx, size_t n, const char *tag)
 			samples_add(&s, (double)(now_ns() - t) / BATCH);
 		}
 		snprintf(name, sizeof(name), "vr-pair-%s%s", tag, suffix[kind]);
-		emit_samples(SCEN, name, &s, "ns");
+		emit_samples(scen, name, &s, "ns");
 		samples_free(&s);
 	}
 	CHECK(vr_ctx_stat(ctx, VR_STAT_RANGES) == n);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_PURGES) == 0);
 	snprintf(name, sizeof(name), "vr-heap-per-range-%s-after-pairs", tag);
-	emit_row(SCEN, name, ((double)heap_in_use() - (double)h0) / (double)(n - 1), NAN, "B",
+	emit_row(scen, name, ((double)heap_in_use() - (double)h0) / (double)(n - 1), NAN, "B",
 		 (long)n);
 	vr_region_destroy(r);
 }
@@ -163,14 +171,14 @@ int run_markpair(void)
 	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
 	bench_mutex_pair(SCEN);
 	bench_canary_pair(SCEN);
-	bench_vr(ctx, 1000, "1e3");
+	bench_range_pairs(SCEN, ctx, 1000, "1e3");
 	if (bopt.mode == MODE_SMOKE) {
-		bench_vr(ctx, 10000, "1e4");
+		bench_range_pairs(SCEN, ctx, 10000, "1e4");
 	} else {
-		bench_vr(ctx, 100000, "1e5");
-		bench_vr(ctx, 1000000, "1e6");
+		bench_range_pairs(SCEN, ctx, 100000, "1e5");
+		bench_range_pairs(SCEN, ctx, 1000000, "1e6");
 		if (bopt.mode == MODE_FULL)
-			bench_vr(ctx, 10000000, "1e7");
+			bench_range_pairs(SCEN, ctx, 10000000, "1e7");
 	}
 	vr_ctx_destroy(ctx);
 	return 0;

@@ -131,10 +131,10 @@ void emit_row(const char *scen, const char *name, double median, double p99, con
 	if (bopt.rows_fd < 0)
 		snprintf(buf, sizeof(buf),
 			 "%-10s %-30s %-9s median %12.4g  p99 %12.4g %-8s (n=%ld)\n", scen, name,
-			 bopt.backend ? bopt.backend : "-", median, p99, unit, n);
+			 bopt.variant ? bopt.variant : bopt.backend ? bopt.backend : "-", median, p99, unit, n);
 	else
 		snprintf(buf, sizeof(buf), "ROW\t%s\t%s\t%s\t%.17g\t%.17g\t%s\t%ld\n", scen, name,
-			 bopt.backend ? bopt.backend : "-", median, p99, unit, n);
+			 bopt.variant ? bopt.variant : bopt.backend ? bopt.backend : "-", median, p99, unit, n);
 	out_line(buf);
 }
 
@@ -179,9 +179,9 @@ void die(const char *fmt, ...)
 }
 
 /* ---- memory facts ---- */
-uint64_t proc_status_kib(const char *field)
+static uint64_t proc_field_kib(const char *path, const char *field)
 {
-	FILE *f = fopen("/proc/self/status", "re");
+	FILE *f = fopen(path, "re");
 	char line[256];
 	size_t fl = strlen(field);
 	uint64_t v = 0;
@@ -195,6 +195,16 @@ uint64_t proc_status_kib(const char *field)
 	}
 	fclose(f);
 	return v;
+}
+
+uint64_t proc_status_kib(const char *field)
+{
+	return proc_field_kib("/proc/self/status", field);
+}
+
+uint64_t smaps_rollup_kib(const char *field)
+{
+	return proc_field_kib("/proc/self/smaps_rollup", field);
 }
 
 uint64_t statm_resident_bytes(void)
@@ -230,6 +240,25 @@ void *map_anon(size_t len)
 	if (p == MAP_FAILED)
 		die("mmap(%zu): %s", len, strerror(errno));
 	return p;
+}
+
+void *map_huge(size_t len, bool huge)
+{
+	const size_t h = 2 * MiB;
+	len = (len + h - 1) & ~(h - 1);
+	char *m = map_anon(len + h);
+	char *a = (char *)(((uintptr_t)m + h - 1) & ~(uintptr_t)(h - 1));
+	if (a > m)
+		munmap(m, (size_t)(a - m));
+	munmap(a + len, (size_t)(m + h - a));
+	if (madvise(a, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) < 0)
+		die("madvise: %s", strerror(errno));
+	return a;
+}
+
+void unmap_huge(void *p, size_t len)
+{
+	munmap(p, (len + 2 * MiB - 1) & ~(2 * MiB - 1));
 }
 
 /* the raw floor of the uffd backend: [p, p + len) registered in missing

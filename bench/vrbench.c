@@ -71,6 +71,8 @@ static const struct job jobs[] = {
 	{ "shared", "shared", NULL, NULL },
 	{ "shared", "shared", "uffd", NULL },
 	{ "shared", "shared", "guard", "no-uffd" },
+	{ "wall", "wall", NULL, "hp-on" },
+	{ "wall", "wall", NULL, "hp-off" },
 };
 /* clang-format on */
 #define NJOBS (sizeof(jobs) / sizeof(jobs[0]))
@@ -270,7 +272,7 @@ struct ratio {
 	const char *goal; /* NULL: for information */
 	bool ok;
 };
-static struct ratio ratios[96];
+static struct ratio ratios[192];
 static size_t nratios;
 
 static void add_ratio(double v, const char *unit, const char *goal, int dir, double target,
@@ -351,6 +353,58 @@ static void derive_shared(void)
 	}
 }
 
+/* issue 26's goals at the memory wall (scenario wall), per huge-page
+ * variant, each row against the floors of the same child process */
+static void derive_wall(void)
+{
+	const char *S = "wall", *variants[] = { "hp-on", "hp-off" }, *tags[] = { "1e3", "1e6", "1e7" };
+	char nm[48];
+	for (int v = 0; v < 2; v++) {
+		const char *b = variants[v];
+		double d4 = med(S, "dram-miss-4k", b), d2 = med(S, "dram-miss-2m", b);
+		double mutex2 = med(S, "mutex-2x-lock-unlock", b);
+		add_ratio(d4, "ns", NULL, 0, 0, "wall: floor: DRAM miss, 4 KiB pages, %s", b);
+		add_ratio(d2, "ns", NULL, 0, 0, "wall: floor: DRAM miss, 2 MiB pages, %s", b);
+		add_ratio(med(S, "cas", b), "ns", NULL, 0, 0, "wall: floor: CAS, %s", b);
+		add_ratio(mutex2, "ns", NULL, 0, 0, "wall: floor: two mutex lock+unlock, %s", b);
+		for (int k = 0; k < 2; k++) { /* objects, then ranges */
+			const char *what = k ? "range unmark+mark" : "object pin+unpin";
+			for (int i = 0; i < 3; i++) {
+				snprintf(nm, sizeof(nm), k ? "vr-pair-%s" : "obj-pair-%s", tags[i]);
+				double p = med(S, nm, b);
+				bool six = i == 1;
+				add_ratio(p, "ns", six ? (k ? "<= 1000" : "<= 400") : NULL, -1,
+					  k ? 1000 : 400, "wall: %s, 10^%c, %s", what, tags[i][2], b);
+				add_ratio(p / d4, "x", NULL, 0, 0, "wall: %s 10^%c / DRAM miss 4k, %s",
+					  what, tags[i][2], b);
+				add_ratio(p / d2, "x", NULL, 0, 0, "wall: %s 10^%c / DRAM miss 2m, %s",
+					  what, tags[i][2], b);
+			}
+			snprintf(nm, sizeof(nm), k ? "vr-pair-1e7" : "obj-pair-1e7");
+			double p7 = med(S, nm, b);
+			snprintf(nm, sizeof(nm), k ? "vr-pair-1e6" : "obj-pair-1e6");
+			add_ratio(p7 / med(S, nm, b), "x", "<= 1.5", -1, 1.5,
+				  "wall: %s 10^7 / 10^6, %s", what, b);
+		}
+		add_ratio(med(S, "obj-pair-1e3-hot", b) / mutex2, "x", "<= 5", -1, 5,
+			  "wall: hot object pair / two mutex pairs, %s", b);
+		add_ratio(med(S, "obj-pair-1e3-hot", b) / med(S, "cas", b), "x", NULL, 0, 0,
+			  "wall: hot object pair / CAS, %s", b);
+		add_ratio(med(S, "obj-meta-bytes-1e6", b), "B", "<= 64", -1, 64,
+			  "wall: metadata per 256-byte object, 10^6, %s", b);
+		add_ratio(med(S, "vr-heap-per-range-1e6", b), "B", "<= 64", -1, 64,
+			  "wall: metadata per range, 10^6, %s", b);
+	}
+	for (int i = 1; i < 3; i++) {
+		snprintf(nm, sizeof(nm), "obj-pair-%s", tags[i]);
+		add_ratio(med(S, nm, "hp-off") / med(S, nm, "hp-on"), "x", NULL, 0, 0,
+			  "wall: object pair 10^%c, huge pages off / on", tags[i][2]);
+		snprintf(nm, sizeof(nm), "vr-pair-%s", tags[i]);
+		add_ratio(med(S, nm, "hp-off") / med(S, nm, "hp-on"), "x", NULL, 0, 0,
+			  "wall: range pair 10^%c, huge pages off / on", tags[i][2]);
+	}
+}
+
 static void derive(void)
 {
 	const char *tags[] = { "1e3", "1e4", "1e5", "1e6" };
@@ -369,6 +423,7 @@ static void derive(void)
 	}
 	derive_objpair();
 	derive_shared();
+	derive_wall();
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL), "x", ">= 1.8", 1, 1.8,
 		  "s2 2 threads / 1 thread, 2 regions of 1 ctx");
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL) / med("scaling", "mutex-ratio", NULL), "x",
@@ -741,6 +796,8 @@ static int child_main(const char *name, const char *style)
 		return run_limit(style);
 	if (!strcmp(name, "shared"))
 		return run_shared(style);
+	if (!strcmp(name, "wall"))
+		return run_wall(style);
 	die("unknown child %s", name);
 }
 

@@ -18,6 +18,7 @@ static void global_init(void)
 {
 	vr_log_init();
 	vr_age_init();
+	vr_huge_init();
 	vr_fi_init();
 	vr_pg_shift = (unsigned)__builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
 	/* before vr_fork_setup (which adds base's own) */

@@ -364,11 +364,11 @@ static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)
 /* ---- metadata memory (span_lock held) ----
  * Slabs (with their handles and page descriptors) and large objects'
  * handles come from 2 MiB-aligned anonymous mappings advised
- * MADV_HUGEPAGE, bump-allocated and freed only with the ctx (they are
+ * MADV_HUGEPAGE (vr_map_huge, base/sys.h), bump-allocated and freed only with the ctx (they are
  * type-stable anyway).  10^6 objects' handles are 32 MB: with 4 KiB pages
  * a random pin would pay a TLB miss (a two-dimensional page walk in a VM)
  * on top of the cache miss. */
-#define META_BYTES ((size_t)2 << 20)
+#define META_BYTES VR_HUGE_SIZE
 static void *meta_alloc(struct vr_objs *os, size_t size)
 {
 	size = (size + 63) & ~(size_t)63;
@@ -383,15 +383,9 @@ static void *meta_alloc(struct vr_objs *os, size_t size)
 			os->blocks = b;
 			os->cap_blocks = cap;
 		}
-		uint8_t *m = vr_mmap(NULL, 2 * META_BYTES, PROT_READ | PROT_WRITE,
-				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m == MAP_FAILED)
+		uint8_t *a = vr_map_huge(META_BYTES);
+		if (a == MAP_FAILED)
 			return NULL;
-		uint8_t *a = (uint8_t *)(((uintptr_t)m + META_BYTES - 1) & ~(META_BYTES - 1));
-		if (a > m)
-			munmap(m, (size_t)(a - m));
-		munmap(a + META_BYTES, (size_t)(m + 2 * META_BYTES - (a + META_BYTES)));
-		(void)madvise(a, META_BYTES, MADV_HUGEPAGE); /* a hint: may be refused */
 		os->blocks[os->nblocks++] = a;
 		os->meta_cur = a;
 		os->meta_used = 0;

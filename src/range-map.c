@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 
 #include "base/inject.h"
+#include "base/sys.h"
 #include "range-map.h"
 
 #define LD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
@@ -53,8 +54,8 @@ static inline unsigned min_fill(const struct vr_map *m)
  * unused (a piece of records too large for an arena's tail is cut to fit).  At 10^6 ranges and more the records and nodes span hundreds
  * of MB: with 4 KiB pages every cold access adds a TLB miss whose page
  * walk misses the cache too, so a large arena asks for transparent huge
- * pages on its 2 MiB-aligned interior (a hint, once per arena; the block
- * is malloc'd, so heap accounting sees it all). */
+ * pages on its 2 MiB-aligned interior (vr_advise_huge, base/sys.h: a hint,
+ * once per arena; the block is malloc'd, so heap accounting sees it all). */
 struct vr_arena {
 	struct vr_arena *next;
 	size_t size, used;
@@ -64,7 +65,6 @@ struct vr_arena {
 #define ARENA_MIN ((size_t)4 << 10)
 #define ARENA_MAX ((size_t)32 << 20)
 #define ARENA_HUGE ((size_t)4 << 20)
-#define HUGE_PAGE ((uintptr_t)2 << 20)
 /* records per carve: a 128th of the records, 16 .. 8192 (256 KiB) */
 #define SLAB_MIN 16
 #define SLAB_MAX 8192
@@ -95,12 +95,8 @@ static void *carve(struct vr_map *m, size_t size)
 		a->next = m->arenas;
 		m->arenas = a;
 		m->arena_bytes += want;
-		if (want >= ARENA_HUGE) {
-			uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-			uintptr_t hi = ((uintptr_t)p + want) & ~(HUGE_PAGE - 1);
-			if (lo < hi)
-				madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-		}
+		if (want >= ARENA_HUGE)
+			vr_advise_huge(p, want);
 	}
 	void *p = (char *)a + a->used;
 	a->used += size;

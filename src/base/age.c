@@ -21,6 +21,44 @@
  * nanoseconds.  Shared files always use the clock (S29), even where
  * private regions use the counter; then the two do not compare, and a
  * purge takes private ranges first.
+ *
+ * WHY THE CLOCK (issue 26, measured 2026-12-03 on the 2-vCPU AMD EPYC VM,
+ * kvm-clock with a stable TSC, invariant TSC flags set)
+ *   cost of one stamp source alone / the hot object pin+unpin pair with it
+ *   (vrbench objpair, one run each, twice, load 7-13):
+ *     CLOCK_MONOTONIC (vDSO)        25 ns   / 67.5, 67.3 ns
+ *     rdtscp (the TSC, ordered)     20 ns   / 62.9, 71.1 ns
+ *     rdtsc alone / lfence+rdtsc    10.5 / 18-22 ns
+ *     a process-wide counter        6 ns uncontended / 49.2, 51.0 ns
+ *     CLOCK_MONOTONIC_COARSE        3.5 ns  / 45.1, 53.2 ns
+ *   A stamp must exceed every stamp that happened before it (a mark in
+ *   another thread, ordered by a lock or a message the library never
+ *   sees), and a shared file's stamps must compare with every process's
+ *   (S29).  Between threads only two things carry that order: a word every
+ *   stamp writes, or a clock synchronized across CPUs read after the
+ *   synchronization.
+ *   - The counter is such a word: exact within the process, but every
+ *     stamp then moves one cache line between the cores (two threads on
+ *     two regions ran at 0.7-0.8x of one), and its values mean nothing in
+ *     another process (S29 would need the clock beside it, and the two do
+ *     not compare).  Only the fallback where the clock is a system call.
+ *   - The coarse clock ticks every few ms: two marks in two threads within
+ *     one tick, ordered by a lock, would get ages in either order.
+ *     Refining it by a counter brings the shared word back.
+ *   - The TSC is the clock minus its arithmetic: ordering it needs
+ *     rdtscp or lfence (a bare rdtsc may execute before the load that
+ *     observed the other thread's mark), which costs 20 of the clock's
+ *     25 ns in this VM, and its ticks are not the nanoseconds other
+ *     processes already wrote into a shared file.  Not worth a second
+ *     unit of age for 5 ns.
+ *   So the stamp stays CLOCK_MONOTONIC through the vDSO: what a
+ *   synchronized, ordered clock costs here.  The order stays exact
+ *   because the clock is monotonic across CPUs, its read is ordered after
+ *   the caller's earlier loads (the vDSO reads the TSC with rdtsc_ordered),
+ *   any synchronization between two threads takes longer than its 1 ns
+ *   resolution, and the raise above the thread's and the region's last
+ *   stamp makes equal readings strictly increasing.  The hot pair's other
+ *   ~42 ns are its seven atomic read-modify-writes (obj.c).
  */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -3,7 +3,8 @@
  * inject.h - fault injection for the library's system calls and allocations
  *
  * Every memfd_create, ftruncate, mmap, madvise, mprotect, fallocate and
- * malloc/calloc of the library goes through these wrappers.  In normal
+ * malloc/calloc of the library goes through these wrappers (but the
+ * huge-page hints of base/sys.c, whose failure changes nothing).  In normal
  * builds they are the plain calls.  Built with -Dfault-injection=true, the
  * test seam VRANGE_FAULT_INJECT="SITE:N[:ERRNO[:COUNT]]" makes the N-th
  * call (1 based, counted from the first vr_ctx_new) of SITE, and the

@@ -24,6 +24,25 @@ static inline uint64_t vr_fd_bytes(int fd)
 	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 }
 
+/* ---- huge pages for metadata walked at random (sys.c) ----
+ * Object handles and page descriptors (obj-alloc.c) and the range map's
+ * nodes and records (range-map.c) are read at random at 10^6-10^7 objects
+ * or ranges: on 4 KiB pages each such read adds a TLB miss whose page walk
+ * (two-dimensional in a VM) misses the cache as well.  Their arenas ask
+ * for transparent huge pages.  VRANGE_HUGEPAGES=0 turns that off (and
+ * advises MADV_NOHUGEPAGE instead, for the benchmark's off rows); THP
+ * "never" turns it off too.  A hint: the kernel may still give 4 KiB
+ * pages.  VRANGE_DEBUG says once what was chosen and whether the first
+ * advice was taken; vr_huge_advised() counts the bytes advised. */
+#define VR_HUGE_SIZE ((size_t)2 << 20)
+void vr_huge_init(void); /* lib.c's one-time init */
+/* len (a multiple of VR_HUGE_SIZE) bytes of private anonymous memory,
+ * VR_HUGE_SIZE-aligned, zero, advised as above; MAP_FAILED on failure */
+void *vr_map_huge(size_t len);
+/* advise the VR_HUGE_SIZE-aligned interior of [p, p + len) as above */
+void vr_advise_huge(void *p, size_t len);
+uint64_t vr_huge_advised(void); /* bytes MADV_HUGEPAGE took, since start */
+
 /* pthread_create of a library thread (monitor, guard-protocol listener)
  * that takes no application signal (all blocked but SIGSEGV, SIGBUS,
  * SIGILL, SIGFPE), named name; 0 or an errno value */

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * s-wall.c - scenario wall: objects and ranges at the memory wall (issue
+ * 26), next to the floors measured in the same process.
+ *
+ * Floors: a DRAM miss (a pointer chase in a random cyclic order over the
+ * cache lines of a buffer far larger than the last-level cache: each load
+ * depends on the previous one), once on 4 KiB pages (MADV_NOHUGEPAGE: the
+ * miss plus a TLB miss whose page walk misses too) and once on 2 MiB pages
+ * (MADV_HUGEPAGE: the miss alone, where the kernel gave huge pages; a note
+ * says how much it did); an uncontended mutex lock+unlock, two of them
+ * (what a pair would pay with a lock per call), and a CAS.
+ *
+ * Rows (s-objpair.c and s-markpair.c measure them, here under "wall"):
+ * the object pin+unpin pair, random over 10^3, 10^6 and 10^7 objects of
+ * 256 bytes, and the hot pair (one object); the range unmark+mark pair,
+ * random over 10^3, 10^6 and 10^7 ranges; metadata bytes per object and
+ * per range.  The parent divides them by the floors (vrbench.c,
+ * derive_wall).  10^7 runs in full mode only (about 1.5 GB of metadata);
+ * --quick stops at 10^6, --smoke at 10^4.
+ *
+ * Style "hp-off" runs the same with VRANGE_HUGEPAGES=0: the library's
+ * metadata arenas on 4 KiB pages; "hp-on" with the library's default.
+ */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <vrange.h>
+
+#define SCEN "wall"
+#define STEPS 256
+
+struct line {
+	struct line *next;
+	char pad[56];
+};
+
+static void bench_dram(bool huge)
+{
+	size_t len = BY_MODE(64 * MiB, 256 * MiB, 1 * GiB), n = len / sizeof(struct line);
+	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
+	struct line *l = map_huge(len, huge);
+	uint32_t *ord = malloc(n * sizeof(*ord));
+	CHECK(ord);
+	uint64_t rng = 0x5eed + huge;
+	for (size_t i = 0; i < n; i++)
+		ord[i] = (uint32_t)i;
+	for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+		size_t j = rng_below(&rng, i + 1);
+		uint32_t t = ord[i];
+		ord[i] = ord[j];
+		ord[j] = t;
+	}
+	for (size_t i = 0; i < n; i++) /* one cycle through every line */
+		l[ord[i]].next = &l[ord[(i + 1) % n]];
+	free(ord);
+	uint64_t hp = smaps_rollup_kib("AnonHugePages") - hp0;
+	struct line *p = &l[0];
+	struct samples s = { 0 };
+	size_t nsamp = BY_MODE(200, 1000, 4000);
+	for (size_t i = 0; i <= nsamp; i++) {
+		uint64_t t = now_ns();
+		for (size_t j = 0; j < STEPS; j++)
+			p = p->next;
+		if (i) /* the first batch warms up */
+			samples_add(&s, (double)(now_ns() - t) / STEPS);
+	}
+	CHECK(p != NULL);
+	emit_samples(SCEN, huge ? "dram-miss-2m" : "dram-miss-4k", &s, "ns");
+	emit_note("wall %s: DRAM-miss buffer of %zu MiB on %s pages: %llu MiB of it huge",
+		  bopt.variant, len / MiB, huge ? "2 MiB" : "4 KiB",
+		  (unsigned long long)(hp / 1024));
+	samples_free(&s);
+	unmap_huge(l, len);
+}
+
+int run_wall(const char *style)
+{
+	bool off = style && !strcmp(style, "hp-off");
+	if (off)
+		setenv("VRANGE_HUGEPAGES", "0", 1); /* read at the first vr_ctx_new */
+	bopt.variant = off ? "hp-off" : "hp-on";
+	bench_dram(false);
+	bench_dram(true);
+	bench_floor_mutex(SCEN);
+	bench_mutex_pair(SCEN);
+	bench_floor_cas(SCEN);
+	/* smoke: 10^3, 10^4; quick: 10^3, 10^6; full: 10^3, 10^6, 10^7 */
+	static const char *const tags[] = { "1e3", "1e4", "1e6", "1e7" };
+	static const size_t sizes[] = { 1000, 10000, 1000000, 10000000 };
+	static const unsigned modes[] = { 7, 1, 6, 4 }; /* bit (1 << mode) */
+	for (size_t i = 0; i < 4; i++) {
+		if (!(modes[i] & (1u << bopt.mode)))
+			continue;
+		bench_obj_pairs(SCEN, sizes[i], 256, tags[i]);
+		struct vr_ctx *ctx;
+		VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
+		bench_range_pairs(SCEN, ctx, sizes[i], tags[i]);
+		vr_ctx_destroy(ctx);
+	}
+	return 0;
+}
