@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * pcache.c - sqlite3_pcache_methods2 on libvrange objects (S38), and
+ * vr_sqlite_pcache_install()
+ *
+ * The methods follow the documentation of sqlite3_pcache_methods2 in
+ * sqlite3.h and, where it leaves a choice, what SQLite's default cache
+ * (pcache1.c) does, so that SQLite behaves the same on both: cache_size
+ * pages at most while some are released, the oldest released page
+ * recycled, createFlag 1 refused when 90% of cache_size is pinned.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pcache.h"
+#include "vrange-sqlite.h"
+
+#define VSQ_RESERVE_DEFAULT 12 /* percent of the limit: about 1/8 */
+#define VSQ_RESERVE_MAX 50
+
+/* set while SQLite is not initialised; read by the methods */
+static struct {
+	struct vr_ctx *ctx;
+	bool own;         /* ctx is ours: made by install/xInit, gone at xShutdown */
+	unsigned reserve; /* percent of the memory limit, 0: policy off */
+} g;
+
+static _Atomic uint64_t totals[sizeof(struct vsq_stats) / sizeof(uint64_t)];
+
+void vsq_stats_add(const struct vsq_stats *s)
+{
+	const uint64_t *v = (const uint64_t *)s;
+	for (size_t i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
+		atomic_fetch_add_explicit(&totals[i], v[i], memory_order_relaxed);
+}
+
+void vsq_stats_get(struct vsq_stats *out)
+{
+	uint64_t *v = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		v[i] = atomic_load_explicit(&totals[i], memory_order_relaxed);
+}
+
+/*
+ * The policy under a memory limit: the budget for the ctx's volatile
+ * bytes (S34: the limit's line less everything else counted, pinned pages
+ * included) is below the reserve.  Then a new page would be pinned memory
+ * eating what is left, and SQLite is better told "no page" (createFlag 1)
+ * so that it spills a dirty page, which becomes clean and purgeable, as
+ * its default cache does under sqlite3_soft_heap_limit64().  Budget 0 is
+ * "none yet" (no limit, or before the first poll).
+ */
+static bool budget_low(struct vr_ctx *ctx)
+{
+	if (!g.reserve)
+		return false;
+	uint64_t limit = vr_ctx_memory_limit(ctx);
+	if (!limit)
+		return false;
+	uint64_t budget = vr_ctx_stat(ctx, VR_STAT_BUDGET);
+	return budget && budget < limit / 100 * g.reserve;
+}
+
+static int x_init(void *arg)
+{
+	(void)arg;
+	if (g.own && !g.ctx && vr_ctx_new(0, &g.ctx) < 0)
+		return SQLITE_NOMEM;
+	return SQLITE_OK;
+}
+
+static void x_shutdown(void *arg)
+{
+	(void)arg;
+	if (g.own) {
+		vr_ctx_destroy(g.ctx);
+		g.ctx = NULL;
+	}
+}
+
+static sqlite3_pcache *x_create(int sz_page, int sz_extra, int purgeable)
+{
+	if (!g.ctx || sz_page <= 0 || sz_extra < 0)
+		return NULL;
+	struct vsq_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->ctx = g.ctx;
+	c->sz_page = (size_t)sz_page;
+	c->sz_extra = (size_t)sz_extra;
+	c->sz_entry = ((sizeof(struct vsq_page) + 15) & ~(size_t)15) + c->sz_extra;
+	c->purgeable = purgeable != 0;
+	c->n_max = 100; /* SQLite sets cache_size right after creating a cache */
+	c->n90 = 90;
+	return (sqlite3_pcache *)c;
+}
+
+static void x_cachesize(sqlite3_pcache *pc, int n)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->n_max = n > 0 ? (unsigned)n : 0;
+	c->n90 = c->n_max / 10 * 9 + c->n_max % 10 * 9 / 10;
+	if (c->purgeable)
+		vsq_trim(c, c->n_max);
+}
+
+static int x_pagecount(sqlite3_pcache *pc)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	vsq_sweep_purged(c);
+	return (int)c->n_page;
+}
+
+/* pins a page found in the table: true when its bytes are intact */
+static bool take(struct vsq_cache *c, struct vsq_page *p)
+{
+	if (p->vol && vr_obj_pin(p->obj) != VR_INTACT)
+		return false;
+	vsq_lru_del(c, p);
+	p->vol = false;
+	p->pinned = true;
+	c->n_pinned++;
+	return true;
+}
+
+static sqlite3_pcache_page *x_fetch(sqlite3_pcache *pc, unsigned key, int create)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->st.fetches++;
+	struct vsq_page *p = vsq_find(c, key);
+	if (p) {
+		if (p->pinned || take(c, p)) {
+			c->st.hits++;
+			return &p->base;
+		}
+		/* purged (or access not restored): a miss, SQLite reads it again */
+		c->st.purged++;
+		vsq_page_free(c, p);
+	}
+	if (create == 0)
+		return NULL;
+	if (create == 1) {
+		if (c->n_pinned >= c->n90) {
+			c->st.refused_pinned++;
+			return NULL;
+		}
+		if (budget_low(c->ctx)) {
+			c->st.refused_budget++;
+			return NULL;
+		}
+	}
+	p = vsq_page_make(c, key);
+	return p ? &p->base : NULL;
+}
+
+static void x_unpin(sqlite3_pcache *pc, sqlite3_pcache_page *pg, int discard)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	struct vsq_page *p = (struct vsq_page *)pg;
+	if (discard || (c->purgeable && c->n_page > c->n_max)) {
+		vsq_page_free(c, p);
+		return;
+	}
+	/* an in-memory database's page stays pinned: its bytes exist nowhere
+	 * else (SQLite discards them anyway, sqlite3.h on bPurgeable) */
+	if (c->purgeable) {
+		if (vr_obj_unpin(p->obj) < 0) {
+			vsq_page_free(c, p); /* clean: SQLite reads it again */
+			return;
+		}
+		p->vol = true;
+	}
+	p->pinned = false;
+	c->n_pinned--;
+	vsq_lru_push(c, p);
+}
+
+static void x_rekey(sqlite3_pcache *pc, sqlite3_pcache_page *pg, unsigned old_key, unsigned new_key)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	struct vsq_page *p = (struct vsq_page *)pg;
+	(void)old_key;
+	/* sqlite3.h: an entry at new_key is not pinned; it is dropped */
+	struct vsq_page *q = vsq_find(c, new_key);
+	if (q && q != p)
+		vsq_page_free(c, q);
+	vsq_unhash(c, p);
+	p->key = new_key;
+	/* the table has room for the entry it just held: insert cannot fail */
+	vsq_insert(c, p);
+}
+
+static void x_truncate(sqlite3_pcache *pc, unsigned limit)
+{
+	vsq_truncate((struct vsq_cache *)pc, limit);
+}
+
+static void x_destroy(sqlite3_pcache *pc)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	vsq_truncate(c, 0);
+	vsq_stats_add(&c->st);
+	free(c->hash);
+	free(c);
+}
+
+/*
+ * sqlite3_db_release_memory() and friends: free this cache's released
+ * pages, as SQLite's default cache does.  Not vr_ctx_purge(): that would
+ * take the oldest volatile bytes of the whole ctx (other caches', the
+ * application's objects) and not these pages in particular.  Until groups
+ * (S35) give each cache a vr_group_purge() of its own, freeing them is the
+ * per-cache purge: they are clean by definition (SQLite releases only
+ * clean pages), so nothing is lost that SQLite cannot read again.
+ */
+static void x_shrink(sqlite3_pcache *pc)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->st.shrinks++;
+	if (c->purgeable)
+		vsq_trim(c, 0);
+}
+
+static const sqlite3_pcache_methods2 methods = {
+	.iVersion = 1,
+	.pArg = NULL,
+	.xInit = x_init,
+	.xShutdown = x_shutdown,
+	.xCreate = x_create,
+	.xCachesize = x_cachesize,
+	.xPagecount = x_pagecount,
+	.xFetch = x_fetch,
+	.xUnpin = x_unpin,
+	.xRekey = x_rekey,
+	.xTruncate = x_truncate,
+	.xDestroy = x_destroy,
+	.xShrink = x_shrink,
+};
+
+/* VRANGE_SQLITE_RESERVE: percent 0..50, or -EINVAL */
+static int reserve_from_env(void)
+{
+	const char *e = getenv("VRANGE_SQLITE_RESERVE");
+	if (!e || !*e)
+		return VSQ_RESERVE_DEFAULT;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(e, &end, 10);
+	if (errno || *end || e[0] == '-' || v > VSQ_RESERVE_MAX)
+		return -EINVAL;
+	return (int)v;
+}
+
+__attribute__((visibility("default"))) int vr_sqlite_pcache_install(struct vr_ctx *ctx)
+{
+	int reserve = reserve_from_env();
+	if (reserve < 0)
+		return reserve;
+	struct vr_ctx *own = NULL;
+	if (!ctx) {
+		int rc = vr_ctx_new(0, &own);
+		if (rc < 0)
+			return rc;
+	}
+	int rc = sqlite3_config(SQLITE_CONFIG_PCACHE2, &methods);
+	if (rc != SQLITE_OK) {
+		vr_ctx_destroy(own);
+		return rc == SQLITE_MISUSE ? -EBUSY : -EINVAL;
+	}
+	/* SQLite is not running: nothing reads g now */
+	if (g.own)
+		vr_ctx_destroy(g.ctx);
+	g.ctx = ctx ? ctx : own;
+	g.own = !ctx;
+	g.reserve = (unsigned)reserve;
+	return 0;
+}
