@@ -8,7 +8,7 @@
 #                      "test" also what the test suites want
 vr_deps() {
 	local want=(gcc meson ninja-build pkg-config libcmocka-dev)
-	local optional=(libunwind-dev g++ groff-base)
+	local optional=(libunwind-dev g++ groff-base libsqlite3-dev)
 	local missing=() m
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 	command -v meson >/dev/null 2>&1 || missing+=(meson)
@@ -25,6 +25,10 @@ vr_deps() {
 		fi
 		command -v g++ >/dev/null 2>&1 || opt_missing+=(g++)
 		command -v groff >/dev/null 2>&1 || opt_missing+=(groff-base)
+		# libvrange-sqlite (S38) and its test, built when sqlite3 is found
+		if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists sqlite3; then
+			opt_missing+=(libsqlite3-dev)
+		fi
 	fi
 	[ ${#missing[@]} -eq 0 ] && [ ${#opt_missing[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "${VR_NO_INSTALL:-}" ]; then
@@ -42,7 +46,8 @@ vr_deps() {
 		return 1
 	fi
 	echo "note: optional packages not installed: ${opt_missing[*]} (backtraces in" \
-		"VRANGE_DEBUG messages, the C++ check of the header, the man pages' rendering check);" \
+		"VRANGE_DEBUG messages, the C++ check of the header, the man pages' rendering check," \
+		"libvrange-sqlite);" \
 		"the tests skip what needs them"
 	return 0
 }
