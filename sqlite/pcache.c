@@ -74,6 +74,7 @@ static int x_init(void *arg)
 static void x_shutdown(void *arg)
 {
 	(void)arg;
+	vsq_pool_drain(); /* its objects are the ctx's */
 	if (g.own) {
 		vr_ctx_destroy(g.ctx);
 		g.ctx = NULL;
@@ -102,8 +103,10 @@ static void x_cachesize(sqlite3_pcache *pc, int n)
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	c->n_max = n > 0 ? (unsigned)n : 0;
 	c->n90 = c->n_max / 10 * 9 + c->n_max % 10 * 9 / 10;
-	if (c->purgeable)
+	if (c->purgeable) {
 		vsq_trim(c, c->n_max);
+		vsq_spares_trim(c, c->n_max > c->n_page ? c->n_max - c->n_page : 0);
+	}
 }
 
 static int x_pagecount(sqlite3_pcache *pc)
@@ -201,6 +204,7 @@ static void x_destroy(sqlite3_pcache *pc)
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	vsq_truncate(c, 0);
+	vsq_spares_trim(c, 0);
 	vsq_stats_add(&c->st);
 	free(c->hash);
 	free(c);
@@ -208,7 +212,7 @@ static void x_destroy(sqlite3_pcache *pc)
 
 /*
  * sqlite3_db_release_memory() and friends: free this cache's released
- * pages, as SQLite's default cache does.  Not vr_ctx_purge(): that would
+ * pages (and spares), as SQLite's default cache does.  Not vr_ctx_purge(): that would
  * take the oldest volatile bytes of the whole ctx (other caches', the
  * application's objects) and not these pages in particular.  Until groups
  * (S35) give each cache a vr_group_purge() of its own, freeing them is the
@@ -219,8 +223,10 @@ static void x_shrink(sqlite3_pcache *pc)
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	c->st.shrinks++;
-	if (c->purgeable)
+	if (c->purgeable) {
 		vsq_trim(c, 0);
+		vsq_spares_trim(c, 0);
+	}
 }
 
 static const sqlite3_pcache_methods2 methods = {

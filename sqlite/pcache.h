@@ -16,6 +16,10 @@
  *     released (on the cache's LRU) has its object unpinned (vol) in a
  *     purgeable cache, and pinned in an in-memory one (bPurgeable 0, whose
  *     pages are never released without discard anyway).
+ *   - A dropped page's entry is kept as a spare, its object unpinned, while
+ *     pages and spares together are within cache_size (purgeable caches):
+ *     freeing an object returns its memory to the kernel (a hole punched,
+ *     a TLB flush), and a new one faults its pages in again.
  *   - The library purges unpinned objects at any time; this code learns
  *     of it only through vr_obj_pin() (VR_PURGED) or vr_obj_status(): a
  *     purged page is a miss and its entry is freed (lazily, when seen).
@@ -50,6 +54,8 @@ struct vsq_stats {
 	uint64_t recycled;       /* of those, an old page's object reused */
 	uint64_t refused_budget; /* createFlag 1 answered NULL: budget low */
 	uint64_t refused_pinned; /* createFlag 1 answered NULL: 90% pinned */
+	uint64_t spared;         /* of those, a dropped page's object reused */
+	uint64_t pooled;         /* of those, an object from the pool (pool.c) */
 	uint64_t shrinks;        /* xShrink calls */
 };
 
@@ -64,6 +70,8 @@ struct vsq_cache {
 	unsigned n_hash; /* a power of two */
 	struct vsq_page **hash;
 	struct vsq_page *lru_old, *lru_young; /* unpinned entries, oldest first */
+	struct vsq_page *spare;               /* dropped entries kept for reuse (hnext) */
+	unsigned n_spare;
 	struct vsq_stats st;
 };
 
@@ -74,6 +82,13 @@ void vsq_unhash(struct vsq_cache *c, struct vsq_page *p);
 void vsq_lru_push(struct vsq_cache *c, struct vsq_page *p);
 void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p);
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p);
+void vsq_spares_trim(struct vsq_cache *c, unsigned keep);
+void vsq_entry_free(struct vsq_page *p);
+
+/* pool.c: entries kept between caches (objects unpinned) */
+struct vsq_page *vsq_pool_get(struct vsq_cache *c);
+void vsq_pool_put(struct vsq_cache *c, struct vsq_page *p);
+void vsq_pool_drain(void);
 struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key);
 void vsq_trim(struct vsq_cache *c, unsigned keep);
 void vsq_sweep_purged(struct vsq_cache *c);

@@ -95,12 +95,25 @@ void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p)
 }
 
 /* an entry that is in no table nor list: its object and its memory */
-static void entry_free(struct vsq_page *p)
+void vsq_entry_free(struct vsq_page *p)
 {
 	vr_obj_free(p->obj);
 	free(p);
 }
 
+/* frees spares until at most @keep are left */
+void vsq_spares_trim(struct vsq_cache *c, unsigned keep)
+{
+	while (c->n_spare > keep) {
+		struct vsq_page *p = c->spare;
+		c->spare = p->hnext;
+		c->n_spare--;
+		vsq_pool_put(c, p);
+	}
+}
+
+/* drops an entry of the table: a spare (object unpinned) while pages and
+ * spares fit in cache_size, else freed */
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p)
 {
 	if (p->pinned)
@@ -108,7 +121,34 @@ void vsq_page_free(struct vsq_cache *c, struct vsq_page *p)
 	else
 		vsq_lru_del(c, p);
 	vsq_unhash(c, p);
-	entry_free(p);
+	if (!c->purgeable || c->n_page + c->n_spare >= c->n_max ||
+	    (!p->vol && vr_obj_unpin(p->obj) < 0)) {
+		vsq_pool_put(c, p);
+		return;
+	}
+	p->vol = true;
+	p->pinned = false;
+	p->hnext = c->spare;
+	c->spare = p;
+	c->n_spare++;
+}
+
+/* a spare with its object pinned (its bytes are of no interest), or NULL */
+static struct vsq_page *spare_take(struct vsq_cache *c)
+{
+	while (c->spare) {
+		struct vsq_page *p = c->spare;
+		c->spare = p->hnext;
+		c->n_spare--;
+		p->hnext = NULL;
+		if (vr_obj_pin(p->obj) >= 0) {
+			p->vol = false;
+			c->st.spared++;
+			return p;
+		}
+		vsq_entry_free(p);
+	}
+	return NULL;
 }
 
 /* the oldest released page, taken out of the table and the LRU with its
@@ -121,7 +161,7 @@ static struct vsq_page *recycle(struct vsq_cache *c)
 	vsq_unhash(c, p);
 	/* VR_PURGED is as good as VR_INTACT here; an error loses the entry */
 	if (p->vol && vr_obj_pin(p->obj) < 0) {
-		entry_free(p);
+		vsq_entry_free(p);
 		return NULL;
 	}
 	p->vol = false;
@@ -131,7 +171,12 @@ static struct vsq_page *recycle(struct vsq_cache *c)
 
 static struct vsq_page *entry_new(struct vsq_cache *c)
 {
-	struct vsq_page *p = malloc(c->sz_entry);
+	struct vsq_page *p = vsq_pool_get(c);
+	if (p) {
+		c->st.pooled++;
+		return p;
+	}
+	p = malloc(c->sz_entry);
 	if (!p)
 		return NULL;
 	if (vr_obj_new(c->ctx, c->sz_page, 0, &p->obj) < 0) {
@@ -146,15 +191,15 @@ static struct vsq_page *entry_new(struct vsq_cache *c)
 }
 
 /*
- * A new page for @key, pinned, in the table: the oldest released page's
- * entry when the cache holds cache_size pages already (as SQLite's default
- * cache recycles), else a new object.  Its extra is zeroed: SQLite takes a
+ * A new page for @key, pinned, in the table: a spare, else the oldest
+ * released page's entry when the cache holds cache_size pages already (as
+ * SQLite's default cache recycles), else a new object.  Its extra is zeroed: SQLite takes a
  * page whose extra starts with a NULL pointer for one it must initialise.
  */
 struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key)
 {
-	struct vsq_page *p = NULL;
-	if (c->purgeable && c->lru_old && c->n_page + 1 >= c->n_max)
+	struct vsq_page *p = spare_take(c);
+	if (!p && c->purgeable && c->lru_old && c->n_page + 1 >= c->n_max)
 		p = recycle(c);
 	if (!p)
 		p = entry_new(c);
@@ -164,7 +209,7 @@ struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key)
 	p->pinned = true;
 	memset(p->base.pExtra, 0, c->sz_extra);
 	if (vsq_insert(c, p) < 0) {
-		entry_free(p);
+		vsq_entry_free(p);
 		return NULL;
 	}
 	c->n_pinned++;

@@ -189,13 +189,13 @@ static inline void vs_file_db(struct vs_run *r, unsigned ps, bool wal)
 	snprintf(path, sizeof(path), "%s/db-%u.sqlite", r->dir, ps);
 	unlink(path);
 	sqlite3 *db = vs_open(path);
-	/* 256 KiB of cache (at least 10 pages); the database is MiBs */
+	/* 256 KiB of cache (at least 10 pages); the database is about 1 MiB */
 	snprintf(sql, sizeof(sql), "PRAGMA page_size = %u; PRAGMA cache_size = %u", ps,
 		 ps * 10 > (256u << 10) ? 10 : (256u << 10) / ps);
 	vs_exec(db, sql);
 	vs_exec(db, wal ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
 	vs_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INTEGER, b TEXT, c BLOB)");
-	vs_insert(db, 3000 * r->scale, ps);
+	vs_insert(db, 2000 * r->scale, ps);
 	vs_exec(db, "CREATE INDEX ta ON t(a)");
 	vs_exec(db, "CREATE INDEX tb ON t(b)");
 	vs_queries(r, db);
@@ -234,7 +234,7 @@ static inline void vs_memory_dbs(struct vs_run *r)
 		sqlite3 *db = vs_open(names[i]);
 		vs_exec(db, "PRAGMA cache_size = 50");
 		vs_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INTEGER, b TEXT, c BLOB)");
-		vs_insert(db, 2000 * r->scale, 77 + (uint64_t)i);
+		vs_insert(db, 1500 * r->scale, 77 + (uint64_t)i);
 		vs_exec(db, "CREATE INDEX tb ON t(b)");
 		vs_queries(r, db);
 		vs_exec(db,
@@ -291,7 +291,7 @@ static inline void vs_bank_db(struct vs_run *r)
 	vs_exec(db, "CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER, note TEXT)");
 	vs_exec(db, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)"
 		    " INSERT INTO acct SELECT i, 1000, printf('%0100d', i) FROM n");
-	struct vs_bank b = { .path = path, .transfers = (r->light ? 1000 : 3000) * r->scale };
+	struct vs_bank b = { .path = path, .transfers = (r->light ? 600 : 1500) * r->scale };
 	pthread_t th;
 	VS_CK(pthread_create(&th, NULL, vs_reader, &b) == 0, "pthread_create");
 	sqlite3_stmt *st = NULL;
