@@ -48,8 +48,10 @@ extern "C" {
  * its unpinned pages are volatile.  xShrink (sqlite3_db_release_memory())
  * frees the unpinned pages of that cache only.  The number of pages SQLite
  * keeps (PRAGMA cache_size) is respected as SQLite's default cache does;
- * in-memory databases are never purgeable.  See the policy under a
- * memory limit above.
+ * in-memory databases are never purgeable.  Pages dropped (also by closed
+ * connections) stay as unpinned objects for reuse, up to 8 MiB per page
+ * size, until sqlite3_shutdown().  See the policy under a memory limit
+ * above.
  *
  * Returns: 0, -EBUSY (SQLite is initialised already: nothing changed),
  * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50), or the

@@ -119,10 +119,14 @@ static int x_pagecount(sqlite3_pcache *pc)
 /* pins a page found in the table: true when its bytes are intact */
 static bool take(struct vsq_cache *c, struct vsq_page *p)
 {
-	if (p->vol && vr_obj_pin(p->obj) != VR_INTACT)
-		return false;
+	if (p->vol) {
+		int rc = vr_obj_pin(p->obj);
+		if (rc >= 0)
+			p->vol = false; /* pinned, also when VR_PURGED */
+		if (rc != VR_INTACT)
+			return false;
+	}
 	vsq_lru_del(c, p);
-	p->vol = false;
 	p->pinned = true;
 	c->n_pinned++;
 	return true;
