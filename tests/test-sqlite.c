@@ -14,7 +14,17 @@
  *   spill   under a memory limit just above the process's own memory
  *           (VRANGE_MEMORY_LIMIT): the budget is spent, createFlag 1 is
  *           answered "no page" and SQLite spills
- * and every hash of every run must equal the default cache's.  Each mode
+ * and every hash of every run must equal the default cache's.
+ *
+ * VT_SQLITE_CGROUP=1 adds the cgroup mode (not run by default: it FAILS
+ * today, see below): a database of VT_BIG_MIB (48) MiB with a cache_size
+ * of 256 MiB, in a child memory cgroup nested in the test's own, limited
+ * to VT_BIG_LIMIT (40) MiB; it must complete with the default cache's
+ * results (run outside the cgroup).  Measured: OOM-killed (oom_kill 1) at
+ * 40 MiB/48 MiB and at 64 MiB/96 MiB, although the limit watcher saw the
+ * limit; the spill policy does not hold the one-transaction insert or the
+ * VACUUM under the limit yet (issue 24, next slice).  Without a writable
+ * memory cgroup it is skipped.  Each mode
  * also checks that the cache did what the mode is about (pages made in
  * objects, purged pages seen as misses, refusals), from the caches'
  * counters (sqlite/pcache.h).  VT_SQLITE_ONLY=MODE runs one mode.
@@ -33,6 +43,9 @@
  * light run on the default cache */
 static const char *const modes[] = { "vrange", "purge", "limit", "spill" };
 #define LIGHT_FROM 2
+#define BIG_MIB (getenv("VT_BIG_MIB") ? (unsigned)atoi(getenv("VT_BIG_MIB")) : 48)
+#define BIG_LIMIT                                                                                  \
+	(getenv("VT_BIG_LIMIT") ? strtoull(getenv("VT_BIG_LIMIT"), NULL, 0) << 20 : 40ull << 20)
 
 struct purger {
 	struct vr_ctx *ctx;
@@ -88,8 +101,16 @@ static void check_install_rules(struct vr_ctx *ctx)
 static int child(const char *mode, int fd)
 {
 	struct vs_run r = { .scale = 1, .light = strncmp(mode, "light", 5) == 0 };
+	bool big = strncmp(mode, "big", 3) == 0;
 	if (r.light)
 		mode += 5;
+	if (big)
+		mode += 3;
+	if (getenv("VT_SQLITE_CG")) {
+		struct vt_cg cg;
+		snprintf(cg.dir, sizeof(cg.dir), "%s", getenv("VT_SQLITE_CG"));
+		CK(vt_cg_enter(&cg) == 0);
+	}
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	snprintf(r.dir, sizeof(r.dir), "%s/vt-sqlite-%d-XXXXXX", tmp, (int)getpid());
 	CK(mkdtemp(r.dir));
@@ -115,7 +136,10 @@ static int child(const char *mode, int fd)
 	if (strcmp(mode, "purge") == 0)
 		CK(pthread_create(&th, NULL, purge_loop, &pg) == 0);
 
-	vs_workload(&r);
+	if (big)
+		vs_big_db(&r, BIG_MIB);
+	else
+		vs_workload(&r);
 
 	if (strcmp(mode, "purge") == 0) {
 		__atomic_store_n(&pg.stop, 1, __ATOMIC_RELEASE);
@@ -130,6 +154,8 @@ static int child(const char *mode, int fd)
 	} else {
 		CK(s.fetches == 0, "the default run used this cache");
 	}
+	if (big && ours)
+		CK(vr_ctx_memory_limit(ctx) > 0, "no memory limit seen in the cgroup");
 	if (strcmp(mode, "purge") == 0 || strcmp(mode, "limit") == 0)
 		CK(s.purged > 0, "no purged page was ever found: the mode tested nothing");
 	if (strcmp(mode, "spill") == 0)
@@ -148,6 +174,9 @@ static int child(const char *mode, int fd)
 	free(r.h);
 	return 0;
 }
+
+/* the cgroup a child runs in: removed if the child fails */
+static char cg_dir[PATH_MAX];
 
 /* runs one mode in a child; its hashes in *out (malloc'd), their count */
 static size_t run_mode(const char *mode, uint64_t **out, double *secs)
@@ -178,6 +207,14 @@ static size_t run_mode(const char *mode, uint64_t **out, double *secs)
 	CK(waitpid(pid, &st, 0) == pid);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	*secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && cg_dir[0]) {
+		struct vt_cg cg;
+		snprintf(cg.dir, sizeof(cg.dir), "%s", cg_dir);
+		fprintf(stderr, "cgroup: OOM kills %" PRIu64 ", max usage %" PRIu64 " MiB\n",
+			vt_cg_key(cg.dir, "memory.oom_control", "oom_kill"),
+			vt_cg_read(cg.dir, "memory.max_usage_in_bytes") >> 20);
+		vt_cg_remove(&cg);
+	}
 	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mode %s: child status 0x%x", mode, st);
 	CK(got, "mode %s: no results", mode);
 	return n;
@@ -199,6 +236,33 @@ static int compare(const char *mode, const uint64_t *ref, size_t nref)
 		fprintf(stderr, " (first difference: query %zu)\n", diff);
 	free(h);
 	return diff == SIZE_MAX ? 0 : 1;
+}
+
+/* the big database: default cache outside, this one inside a cgroup */
+static int cgroup_mode(void)
+{
+	struct vt_cg cg;
+	const char *why = NULL;
+	if (vt_cg_create(&cg, BIG_LIMIT, &why) != 0) {
+		fprintf(stderr, "cgroup: skipped: %s\n", why);
+		return 0;
+	}
+	uint64_t *ref = NULL;
+	double secs;
+	size_t nref = run_mode("big-default", &ref, &secs);
+	fprintf(stderr, "%-12s %6.2f s  %zu queries\n", "big-default", secs, nref);
+	CK(setenv("VT_SQLITE_CG", cg.dir, 1) == 0);
+	snprintf(cg_dir, sizeof(cg_dir), "%s", cg.dir);
+	int fail = compare("big-vrange", ref, nref);
+	unsetenv("VT_SQLITE_CG");
+	cg_dir[0] = '\0';
+	fprintf(stderr,
+		"cgroup %s: limit %llu MiB, max usage %" PRIu64 " MiB, OOM kills %" PRIu64 "\n",
+		cg.dir, BIG_LIMIT >> 20, vt_cg_read(cg.dir, "memory.max_usage_in_bytes") >> 20,
+		vt_cg_key(cg.dir, "memory.oom_control", "oom_kill"));
+	CK(vt_cg_remove(&cg) == 0, "cgroup %s not removed", cg.dir);
+	free(ref);
+	return fail;
 }
 
 int main(int argc, char **argv)
@@ -226,5 +290,7 @@ int main(int argc, char **argv)
 	}
 	free(ref[0]);
 	free(ref[1]);
+	if (getenv("VT_SQLITE_CGROUP") && (!only || strcmp(only, "cgroup") == 0))
+		fails += cgroup_mode();
 	return fails ? 1 : 0;
 }

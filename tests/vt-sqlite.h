@@ -332,6 +332,35 @@ static inline void vs_bank_db(struct vs_run *r)
 	unlink(path);
 }
 
+/* a database of about @mib MiB with a cache larger than it (256 MiB): one
+ * transaction writes all of it, then an index, an update, VACUUM */
+static inline void vs_big_db(struct vs_run *r, unsigned mib)
+{
+	char path[PATH_MAX + 32], sql[512];
+	snprintf(path, sizeof(path), "%s/big.sqlite", r->dir);
+	unlink(path);
+	sqlite3 *db = vs_open(path);
+	vs_exec(db, "PRAGMA cache_size = -262144");
+	vs_exec(db, "CREATE TABLE big(id INTEGER PRIMARY KEY, k INTEGER, tag TEXT, body BLOB)");
+	snprintf(sql, sizeof(sql),
+		 "BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+		 " WHERE i < %u) INSERT INTO big SELECT i, i * 7919 %% 100003,"
+		 " printf('%%08d-%%08d', i, i * 31 %% 1009), zeroblob(3000 + i %% 500) FROM n;"
+		 "COMMIT",
+		 mib * 320);
+	vs_exec(db, sql);
+	vs_exec(db, "CREATE INDEX big_k ON big(k)");
+	vs_exec(db, "UPDATE big SET k = k + 1, tag = tag || 'u' WHERE id % 3 = 0");
+	vs_query(r, db, "SELECT count(*), sum(k), sum(length(body)), sum(length(tag)) FROM big");
+	vs_query(r, db, "SELECT id, k, tag FROM big ORDER BY k, id");
+	vs_exec(db, "DELETE FROM big WHERE id % 5 = 0");
+	vs_exec(db, "VACUUM");
+	vs_integrity(r, db);
+	vs_query(r, db, "SELECT id, k, tag, length(body) FROM big ORDER BY id");
+	sqlite3_close(db);
+	unlink(path);
+}
+
 /* the whole workload */
 static inline void vs_workload(struct vs_run *r)
 {
