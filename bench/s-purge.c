@@ -216,8 +216,9 @@ int run_purge(const char *style)
 	guard = vr_trap_backend() == VR_TRAP_GUARD;
 	uffd = vr_trap_backend() == VR_TRAP_UFFD;
 	const char *name = uffd ? "uffd" : guard ? "guard" : "mprotect";
-	if (uffd && anon) {
-		emit_note("uffd traps memfd regions only (anonymous ones use guard markers)");
+	if (uffd) {
+		emit_note("userfaultfd traps shared regions only: private ones use guard "
+			  "markers under VRANGE_TRAP=uffd too (scenario shared measures it)");
 		vr_ctx_destroy(ctx);
 		return 77;
 	}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * vrange-sqlite.h - SQLite's page cache in purgeable memory (S38)
+ * vrange-sqlite.h - SQLite's page cache in purgeable memory
  *
  * libvrange-sqlite (pkg-config libvrange-sqlite) is a second library of
  * the project, built when SQLite's development files are present.  It

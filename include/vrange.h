@@ -27,8 +27,9 @@
  *   - Calls on different regions do not serialize on a shared lock in the
  *     intact case; calls on one region serialize on that region's lock.
  *   - The purge engine (vr_ctx_purge, vr_ctx_set_limit, pressure, the
- *     monitor thread and the S10/S34 limit check in vr_mark) runs one purge per
- *     ctx at a time and holds one region lock at a time, for one range.
+ *     monitor thread and the byte-limit and memory-limit check in vr_mark)
+ *     runs one purge per ctx at a time and holds one region lock at a
+ *     time, for one range.
  *   - vr_region_destroy / vr_ctx_destroy must not race with other calls on
  *     the same handle, nor with accesses to the region's memory.
  *   - Fault handlers (vr_fault_fn) run in signal context in the faulting
@@ -91,19 +92,19 @@
  *                         force the monitor's pressure source (limit:
  *                         the limit watcher alone; off: no source at all)
  *   VRANGE_MEMORY_LIMIT=BYTES|off
- *                         since 0.2 (S34): use BYTES (k, m, g suffixes) as
+ *                         since 0.2: use BYTES (k, m, g suffixes) as
  *                         the process's memory limit instead of the one
  *                         detected from its cgroups, or watch none; since
- *                         0.3 (A3) BYTES limits this process's own memory
+ *                         0.3 BYTES limits this process's own memory
  *                         (RssAnon + RssShmem), not its cgroup's
  *   VRANGE_CGROUP_DIR=DIR use DIR as the process's cgroup v2 directory
  *   VRANGE_TRAP=guard|mprotect|uffd
- *                         force the trap backend (uffd: since 0.2, S32;
+ *                         force the trap backend (uffd: since 0.2;
  *                         vr_ctx_new() fails with -EOPNOTSUPP where the
  *                         forced backend does not work, e.g. userfaultfd
  *                         refused by a seccomp filter, or guard markers on
  *                         a kernel without them; any other value is
- *                         ignored with one VR_LOG_WARNING line, A2).  Shared regions
+ *                         ignored with one VR_LOG_WARNING line).  Shared regions
  *                         (VR_REGION_SHARED) use userfaultfd wherever it
  *                         works whatever the backend, except under a
  *                         forced guard: then the guard protocol
@@ -169,7 +170,7 @@ enum vr_stat {
 	VR_STAT_FAULTS,          /* cumulative faults on purged ranges handled     */
 	VR_STAT_PRESSURE_EVENTS, /* cumulative pressure signals acted on           */
 	VR_STAT_SKIPPED,         /* cumulative purges skipped (trap not armable)   */
-	/* Since 0.2 (S34): the memory-limit watcher */
+	/* Since 0.2: the memory-limit watcher */
 	VR_STAT_LIMIT_EVENTS,     /* cumulative limit-threshold crossings purged for */
 	VR_STAT_LIMIT_PURGES,     /* cumulative ranges purged by those crossings     */
 	VR_STAT_BUDGET,           /* the budget vr_mark keeps to now, 0 = none       */
@@ -180,11 +181,11 @@ enum vr_stat {
 				     anonymous pages), kept for reuse included   */
 	VR_STAT_SKIPPED_BUSY,     /* 0.2: cumulative purges of shared ranges skipped
 				     because a mapping process did not arm its
-				     trap in time (guard protocol, S32)          */
+				     trap in time (guard protocol)               */
 	VR_STAT_REPAIRS,          /* 0.2: cumulative repairs of a shared file's
 				     state this ctx made after finding its lock
-				     holder dead (S30)                           */
-	/* Since 0.3 (A3): what the limit watcher sees, 0 without a limit */
+				     holder dead                                 */
+	/* Since 0.3: what the limit watcher sees, 0 without a limit */
 	VR_STAT_LIMIT_USAGE,      /* the usage it holds against the limit: the
 				     cgroup's usage less LIMIT_FILE_CACHE, or
 				     this process's own memory under
@@ -294,7 +295,7 @@ enum vr_monitor_source {
 	VR_MONITOR_PSI = 2,     /* system PSI trigger on /proc/pressure/memory */
 	VR_MONITOR_CGROUP1 = 3, /* cgroup v1 memory.pressure_level              */
 	VR_MONITOR_MEMINFO = 4, /* polling /proc/meminfo MemAvailable           */
-	VR_MONITOR_LIMIT = 5,   /* Since 0.2: the memory-limit watcher (S34)    */
+	VR_MONITOR_LIMIT = 5,   /* Since 0.2: the memory-limit watcher          */
 };
 
 /**
@@ -329,7 +330,7 @@ const char *vr_monitor_source_name(int source);
  *
  * The monitor runs a set of sources together: the pressure source of
  * vr_ctx_monitor_source() and, when the process has a memory limit, the
- * limit watcher (S34).  Bit (1u << VR_MONITOR_X) is set for each source
+ * limit watcher (vr_ctx_memory_limit()).  Bit (1u << VR_MONITOR_X) is set for each source
  * running now; a source that is lost clears its bit.
  *
  * Returns: the bitmask; 0 for NULL, VR_CTX_NO_MONITOR, or no source.
@@ -342,22 +343,23 @@ unsigned vr_ctx_monitor_sources(struct vr_ctx *ctx);
  * vr_ctx_memory_limit - the memory limit the monitor keeps the ctx under
  * @ctx: the context
  *
- * S34. When the process runs under a memory limit (cgroup v1
+ * When the process runs under a memory limit (cgroup v1
  * memory.limit_in_bytes, or cgroup v2 memory.max or memory.high, of its
  * own cgroup or of an ancestor: the smallest applies), a ctx with a
  * monitor keeps that limit from being reached because of its unpurged
  * volatile bytes: when usage crosses a threshold below the limit it
- * purges, in S8 order, until usage is back under a target below that
- * threshold (never everything at once for a limit event), and whenever
- * vr_mark returns, the ctx's unpurged volatile bytes are within a budget
- * derived from the remaining headroom (as S10, with no system call on the
- * intact path), or nothing purgeable is left.  A limit set with
- * vr_ctx_set_limit() applies as well; the smaller wins.
+ * purges, least recently marked first, until usage is back under a
+ * target below that threshold (never everything at once for a limit
+ * event), and whenever vr_mark returns, the ctx's unpurged volatile bytes
+ * are within a budget derived from the remaining headroom (enforced as
+ * vr_ctx_set_limit()'s is, with no system call on the intact path), or
+ * nothing purgeable is left.  A limit set with vr_ctx_set_limit() applies
+ * as well; the smaller wins.
  * VRANGE_MEMORY_LIMIT=BYTES|off overrides the detected limit.  The limit
  * watcher runs together with the other pressure sources, not instead of
  * them.
  *
- * A3 (since 0.3): the usage held against a cgroup limit is what the
+ * Since 0.3, the usage held against a cgroup limit is what the
  * kernel cannot reclaim without losing data: the cgroup's usage less its
  * reclaimable file cache (inactive and active file of memory.stat, less a
  * reserve of L/16 for file I/O in flight), so reading and writing files
@@ -407,7 +409,7 @@ uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
  * its whole pages and frees them (MADV_GUARD_INSTALL, or mprotect and
  * MADV_DONTNEED), so they read 0 after vr_unmark().
  *
- * VR_REGION_SHARED (S27-S33): the volatility state is stored in the
+ * VR_REGION_SHARED: the volatility state is stored in the
  * memfd after the data, and every process that maps the fd with
  * vr_region_from_fd() (a dup, an fd received over SCM_RIGHTS, with flags
  * 0 or VR_REGION_SHARED) joins that one state: a range marked through any
@@ -417,23 +419,23 @@ uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
  * No pin counts: the last call wins.  The memfd is sealed against
  * resizing (F_SEAL_GROW, F_SEAL_SHRINK, F_SEAL_SEAL); its size is
  * vr_region_size() rounded up to a page plus the state.  The state holds
- * max(512, data pages / 16) ranges (S31): a vr_mark() or a splitting
+ * max(512, data pages / 16) ranges: a vr_mark() or a splitting
  * vr_unmark() beyond that returns -ENOSPC and changes nothing.  The data
  * pages are allocated (committed) when the file is created.  Every
- * mapping traps by itself (S32): through its own userfaultfd
+ * mapping traps by itself: through its own userfaultfd
  * (UFFD_USER_MODE_ONLY, no privilege; SIGBUS feature) wherever the
  * system allows it, and a purge is a hole punch; else (a seccomp filter,
  * or VRANGE_TRAP=guard) through a protocol in which each process arms
  * guard markers on its own mapping before the punch (one listener thread
  * per region): a purge then waits up to 100 ms for every mapper, and one
  * that does not answer (a stopped process) makes it skip the range
- * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  A process
- * killed at any instant leaves the state consistent (S30): the next
- * process to take the file's lock repairs it.  Processes sharing a file
- * trust each other (S33); a mapping made outside the library does not
- * trap.  Ages come from CLOCK_MONOTONIC, so the LRU order (S8) holds
- * across processes, and the purges, limit and monitor of every ctx that
- * maps the file take its ranges, whoever marked them (S29).
+ * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  A process killed at any
+ * instant leaves the state consistent: the next process to take the
+ * file's lock repairs it.  Processes sharing a file trust each other; a
+ * mapping made outside the library does not trap.  Ages come from
+ * CLOCK_MONOTONIC, so "least recently marked first" holds across
+ * processes, and the purges, limit and monitor of every ctx that maps the
+ * file take its ranges, whoever marked them.
  *
  * Returns: 0; -EINVAL for NULL @ctx/@out, @size 0 or too large, unknown
  * flags (any bit but VR_REGION_ANON and VR_REGION_SHARED, or both);
@@ -456,15 +458,15 @@ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned fl
  *
  * A memfd made with VR_REGION_SHARED (in this or another process) is
  * joined: the region maps its data and shares its volatility state (see
- * vr_region_new(), S27), also when this process maps the file as a
+ * vr_region_new()), also when this process maps the file as a
  * region already (then both regions are views of one state, and every
  * mapping traps).
  *
  * Any other file is mapped whole with fresh, wholly non-volatile state
- * (volatility is per process, S17).  Discarding is a property of the
+ * (volatility is per process).  Discarding is a property of the
  * file: a purge in any process is seen by every mapping (others read
- * zeros without a trap).  Within one process such a file is one region
- * (S33): a second region on a file this process already maps as a live
+ * zeros without a trap).  Within one process such a file is one region:
+ * a second region on a file this process already maps as a live
  * region -- the same fd, a dup of it, or the file reopened, in this ctx
  * or any other -- is refused with -EBUSY, since two mappings with
  * separate states would let one region's purge destroy the other's
@@ -594,8 +596,8 @@ struct vr_region *vr_region_of(const void *addr);
  * purged, its whole pages are discarded at once.  A mark wholly inside one
  * existing range changes nothing.  The ctx byte limit is enforced before
  * returning: the smaller of vr_ctx_set_limit() and, since 0.2, the budget
- * the monitor derives from the process's memory limit (S34,
- * vr_ctx_memory_limit()), purging the oldest ranges in this thread.
+ * the monitor derives from the process's memory limit
+ * (vr_ctx_memory_limit()), purging the oldest ranges in this thread.
  *
  * Returns: VR_PURGED if any byte of the interval lies in a purged range
  * when the call returns, else VR_INTACT; -EINVAL for bad arguments
@@ -618,7 +620,7 @@ int vr_mark(struct vr_region *r, size_t off, size_t len);
  * interval is readable, writable and never purged; bytes on discarded
  * pages read as zero.
  *
- * Partial pages (A1): protection is per page.  Unmarking part of a purged
+ * Partial pages: protection is per page.  Unmarking part of a purged
  * range leaves the rest of it purged, and a page the interval shares with
  * that rest becomes readable too: those purged bytes then read 0 without
  * a fault.  They stay exact in the state: vr_status reports them
@@ -701,7 +703,7 @@ int vr_unmark_ptr(void *addr, size_t len);
  * then re-run their access, so with this pattern the data is regenerated
  * once per purge, however many threads touch it, and nobody reads zeros.
  * (Unmarking first and refilling through the mapping also works, but
- * other threads may read zeros in between.)  Partial pages (A1):
+ * other threads may read zeros in between.)  Partial pages:
  * protection is per page, so a vr_unmark of less than a page's worth of
  * a purged range (or a vr_obj_pin of one small object of a purged page)
  * makes the whole page readable, and the bytes of it that are still
@@ -812,12 +814,12 @@ enum vr_trap {
  * no trap system call per purge), and a touch raises SIGBUS BUS_ADRERR,
  * handled by the library's SIGBUS handler.  Each shared region then holds
  * two fds.  A hole is the file's, so only a state every mapping shares can
- * use it: plain memfd regions (whose state is per process, S17: other
+ * use it: plain memfd regions (whose state is per process: other
  * processes' purges read as zeros there, and other processes' reads must
  * not take their traps away), anonymous and adopted regions are trapped
  * with guard markers (or mprotect where those do not work), as under
  * VR_TRAP_GUARD, also when VRANGE_TRAP=uffd (since 0.3; in 0.2 plain memfd
- * regions were registered too, issue 21).  As the process's backend only
+ * regions were registered too).  As the process's backend only
  * chosen when VRANGE_TRAP=uffd forces it. */
 
 /**
@@ -825,7 +827,7 @@ enum vr_trap {
  * Returns: a vr_trap value; chosen once per process at the first
  * vr_ctx_new() (VRANGE_TRAP forces one; without it guard, else mprotect:
  * VR_TRAP_UFFD only when forced); since 0.2, VR_TRAP_UFFD from the moment
- * a shared region of this process traps with userfaultfd (S32).
+ * a shared region of this process traps with userfaultfd.
  * Since: 0.1
  * Context: lock-free.
  */
@@ -945,7 +947,7 @@ int vr_obj_unpin(struct vr_obj *o);
  * is purged until it is unpinned again.  Pinning a pinned object returns
  * VR_INTACT and changes nothing.
  *
- * Objects smaller than a page share pages (A1): pinning one of a purged
+ * Objects smaller than a page share pages: pinning one of a purged
  * page makes the whole page readable, and the other objects on it, still
  * purged, read 0 without a fault; vr_obj_status reports them purged and
  * their own vr_obj_pin returns VR_PURGED.  Objects read lazily (through

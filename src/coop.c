@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "coop.h"
 
 /* atomics that take a lock would take a process-local one: useless in
@@ -83,13 +84,6 @@ static pid_t w_pid(uint64_t w)
 static uint64_t mkack(uint32_t seq, uint32_t gen, bool failed)
 {
 	return seq | (failed ? ACK_FAILED : 0) | (uint64_t)gen << 33;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 /* sleep while *w == val, at most ns; shared: a futex other processes
@@ -373,22 +367,12 @@ int vr_coop_join(struct vr_coop *c, const struct vr_coop_ops *ops, void *arg,
 	m->arg = arg;
 	m->pid = getpid();
 	atomic_init(&m->slot, -1);
-	/* the listener takes no application signal; the synchronous ones
-	 * must never be blocked */
-	sigset_t all, old;
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int err = pthread_create(&m->thread, NULL, listener_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* the listener takes no application signal */
+	int err = vr_thread_start(&m->thread, listener_main, m, "vrange-coop");
 	if (err) {
 		free(m);
 		return -err;
 	}
-	pthread_setname_np(m->thread, "vrange-coop");
 	while (atomic_load(&m->state) == M_STARTING)
 		futex_wait(&m->state, M_STARTING, 100000000u, false);
 	if (atomic_load(&m->state) == M_FAILED) {
@@ -432,9 +416,9 @@ int vr_coop_sync_self(const struct vr_coop_member *m, int timeout_ms)
 	if (pthread_equal(pthread_self(), m->thread))
 		return 0; /* the listener itself: it runs ops only caught up */
 	uint32_t s = atomic_load(&m->c->seq);
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t deadline = vr_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	while (atomic_load(&m->done) != s && !atomic_load(&m->stop)) {
-		if (now_ns() >= deadline)
+		if (vr_now_ns() >= deadline)
 			return -ETIMEDOUT;
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);
@@ -490,7 +474,7 @@ int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint
 	if (me >= 0 && atomic_load(&c->slot[me].word) != atomic_load(&self->token))
 		me = -1; /* our slot was lost: our listener serves this one too */
 	uint32_t s = post(c, me + 1, op, off, len);
-	uint64_t t = now_ns(), deadline = t + (uint64_t)timeout_ms * 1000000u;
+	uint64_t t = vr_now_ns(), deadline = t + (uint64_t)timeout_ms * 1000000u;
 	uint64_t step = 1000000u, next_check = t + step;
 	bool check = false;
 	int failed, n;
@@ -501,7 +485,7 @@ int vr_coop_request(struct vr_coop *c, struct vr_coop_member *self, int op, uint
 		check = false;
 		if (!n)
 			break;
-		t = now_ns();
+		t = vr_now_ns();
 		if (t >= deadline) {
 			/* the dead are not counted as late */
 			if (timeout_ms)

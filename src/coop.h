@@ -95,7 +95,7 @@
  *   second on their own).  What a requester killed between its requests
  *   leaves in the mappings (markers armed for a purge it did not finish,
  *   or taken off for an unmark it did not publish) is the caller's to
- *   repair: src/shared.h, TRAPPED HOLES, is the one invariant and how the
+ *   repair: src/mem/mem-shared.h, TRAPPED HOLES, is the one invariant and how the
  *   repair keeps it (an ARM every live mapper acknowledged before it
  *   punches again, then VR_COOP_RESYNC).  Listeners never wait
  *   for a requester.  A listener (or its process) killed mid-request is
@@ -116,7 +116,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 #define VR_COOP_MAX 64  /* mapper slots per coop */
 #define VR_COOP_RING 16 /* requests a late listener can still replay */

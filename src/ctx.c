@@ -1,94 +1,137 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* ctx.c - contexts: lifecycle, limit, explicit purge, pressure, stats */
+/* ctx.c - contexts: what a context owns (regions, objects, gauges), limit,
+ * explicit purge, pressure, stats; made and freed by lib.c */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+/* ---- the region list ---- */
 
-static void global_init(void)
+/* registers r and links it into c; on failure r is closed (its memory
+ * released as the failed create would have) and -errno returned */
+static int link_region(struct vr_ctx *c, struct vr_region *r, struct vr_region **out)
 {
-	vr_log_init();
-	vr_age_init();
-	vr_fi_init();
-	vr_pg_shift = (unsigned)__builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
-}
-
-/* ---- the live contexts (issue 21, item 9) ----
- * A second vr_ctx_destroy of one ctx used to hang on its freed locks.
- * Every ctx that vr_ctx_new returned is listed here until vr_ctx_destroy
- * takes it out, first thing, so a destroy of anything else (twice, never
- * made, or made in a parent and destroyed twice in a fork child, which
- * inherits the list) aborts with a message instead of touching freed
- * memory.  vr_global_lock held; the list is copied into fork children
- * with the rest of the heap. */
-static struct vr_ctx **live_ctxs;
-static size_t nlive, cap_live;
-
-static int live_add(struct vr_ctx *c)
-{
-	if (nlive == cap_live) {
-		size_t cap = cap_live ? 2 * cap_live : 16;
-		struct vr_ctx **a = realloc(live_ctxs, cap * sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		live_ctxs = a;
-		cap_live = cap;
+	/* the purge heap gets room for this region first: a purge must never
+	 * need memory */
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	int err = vr_purge_reserve(c, c->nregions + 1);
+	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
+		   * adopted span overlaps a region */
+		err = vr_registry_add(r);
+	if (err < 0) {
+		vr_unlock(&c->lock);
+		vr_unlock(&c->purge_lock);
+		vr_region_close(r, false);
+		return err;
 	}
-	live_ctxs[nlive++] = c;
+	if (r->shm) {
+		/* S29: one region per file and ctx counts the file's gauges */
+		bool first = true;
+		for (struct vr_region *o = c->regions; o; o = o->next)
+			first &= o->shm_map != r->shm_map;
+		__atomic_store_n(&r->shm_primary, first, __ATOMIC_RELEASE);
+		atomic_fetch_add_explicit(&c->nshared, 1, memory_order_relaxed);
+	}
+	r->next = c->regions;
+	if (c->regions)
+		c->regions->prev = r;
+	c->regions = r;
+	c->nregions++;
+	atomic_fetch_add_explicit(&c->nregions_stat, 1, memory_order_relaxed);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+	*out = r;
 	return 0;
 }
 
-static bool live_remove(struct vr_ctx *c)
+/* unlinks r from its ctx and frees it; c->purge_lock and c->lock held,
+ * or vr_global_lock if inherited */
+static void region_free(struct vr_region *r, bool inherited)
 {
-	for (size_t i = nlive; i-- > 0;)
-		if (live_ctxs[i] == c) {
-			live_ctxs[i] = live_ctxs[--nlive];
-			if (nlive == 0) { /* no block left behind (S15) */
-				free(live_ctxs);
-				live_ctxs = NULL;
-				cap_live = 0;
-			}
-			return true;
-		}
-	return false;
-}
-
-static void live_forget(struct vr_ctx *c)
-{
-	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-	bool ok = live_remove(c);
-	vr_unlock(&vr_global_lock);
-	if (!ok) {
-		char msg[160];
-		snprintf(msg, sizeof(msg),
-			 "libvrange: vr_ctx_destroy(%p): not a live ctx (destroyed twice?)\n",
-			 (void *)c);
-		vr_log_raw(msg);
-		abort();
+	struct vr_ctx *c = r->ctx;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		c->regions = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	c->nregions--;
+	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
+	if (r->shm && !inherited) {
+		atomic_fetch_sub_explicit(&c->nshared, 1, memory_order_relaxed);
+		/* another region of the file in this ctx counts it from now on
+		 * (its last-seen values are 0: its first sync adds it all) */
+		struct vr_region *o = c->regions;
+		while (o && o->shm_map != r->shm_map)
+			o = o->next;
+		if (__atomic_load_n(&r->shm_primary, __ATOMIC_ACQUIRE) && o)
+			__atomic_store_n(&o->shm_primary, true, __ATOMIC_RELEASE);
 	}
+	if (!inherited)
+		vr_registry_remove(r);
+	vr_region_close(r, inherited);
 }
 
-_export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
+_export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+			   struct vr_region **out)
 {
-	if (!out || (flags & ~VR_CTX_NO_MONITOR))
+	struct vr_region *r;
+	if (!out)
 		return -EINVAL;
-	pthread_once(&init_once, global_init);
-	int err = vr_fork_setup();
-	if (err < 0)
-		return err;
-	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-	err = vr_trap_init();
-	vr_unlock(&vr_global_lock);
-	if (err < 0)
-		return err;
+	int err = vr_region_create(ctx, name, size, flags, &r);
+	return err < 0 ? err : link_region(ctx, r, out);
+}
 
+_export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			     struct vr_region **out)
+{
+	struct vr_region *r;
+	if (!out)
+		return -EINVAL;
+	int err = vr_region_create_adopt(ctx, addr, len, flags, &r);
+	return err < 0 ? err : link_region(ctx, r, out);
+}
+
+_export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
+{
+	struct vr_region *r;
+	if (!out)
+		return -EINVAL;
+	int err = vr_region_create_from_fd(ctx, fd, flags, &r);
+	return err < 0 ? err : link_region(ctx, r, out);
+}
+
+_export_ void vr_region_destroy(struct vr_region *r)
+{
+	if (!r)
+		return;
+	struct vr_ctx *c = r->ctx;
+	if (vr_inherited_region(r)) {
+		/* the ctx's own locks may be held by threads that do not exist
+		 * in this child: the global lock (re-created at fork) guards
+		 * the inherited lists instead */
+		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
+		region_free(r, true);
+		vr_unlock(&vr_global_lock);
+		return;
+	}
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	region_free(r, false);
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+}
+
+/* ---- the ctx itself (lib.c adds trap backend, monitor, handler) ---- */
+int vr_ctx_create(unsigned flags, struct vr_ctx **out)
+{
 	struct vr_ctx *c = vr_calloc_aligned(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -96,47 +139,16 @@ _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 	pthread_mutex_init(&c->lock, NULL);
 	c->flags = flags;
 	c->fork_gen = atomic_load(&vr_fork_gen);
-	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-	err = live_add(c);
-	vr_unlock(&vr_global_lock);
-	if (err < 0)
-		goto fail_live;
-	if (!(flags & VR_CTX_NO_MONITOR)) {
-		err = vr_monitor_start(c);
-		if (err < 0)
-			goto fail;
-	}
-	/* last: a failing vr_ctx_new installs nothing (S13) */
-	vr_purge_init();
-	err = vr_fault_install();
-	if (err < 0) {
-		vr_monitor_stop(c, false);
-		goto fail;
-	}
 	*out = c;
 	return 0;
-fail:
-	vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-	live_remove(c);
-	vr_unlock(&vr_global_lock);
-fail_live:
-	pthread_mutex_destroy(&c->lock);
-	pthread_mutex_destroy(&c->purge_lock);
-	free(c);
-	return err;
 }
 
-_export_ void vr_ctx_destroy(struct vr_ctx *c)
+void vr_ctx_free(struct vr_ctx *c, bool inherited)
 {
-	if (!c)
-		return;
-	live_forget(c); /* aborts unless c is live: nothing of it is read before */
-	bool inherited = vr_inherited_ctx(c);
-	vr_monitor_stop(c, inherited);
 	if (inherited) {
 		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		while (c->regions)
-			vr_region_free(c->regions, true);
+			region_free(c->regions, true);
 		vr_obj_ctx_destroy(c, true);
 		vr_unlock(&vr_global_lock);
 		free(c->heap);
@@ -146,7 +158,7 @@ _export_ void vr_ctx_destroy(struct vr_ctx *c)
 	vr_lock(&c->purge_lock, VR_RANK_PURGE);
 	vr_lock(&c->lock, VR_RANK_CTX);
 	while (c->regions)
-		vr_region_free(c->regions, false);
+		region_free(c->regions, false);
 	vr_unlock(&c->lock);
 	vr_obj_ctx_destroy(c, false);
 	vr_unlock(&c->purge_lock);
@@ -179,7 +191,7 @@ void vr_ctx_sync_shared(struct vr_ctx *c)
  * vr_obj_unpin): shared files synced only if the region list's lock is
  * free (trylock: a hot path never waits on it, S16); a file changed by
  * another process since is then counted at the next sync */
-uint64_t vr_ctx_volatile_now(struct vr_ctx *c)
+static uint64_t volatile_now(struct vr_ctx *c)
 {
 	if (atomic_load_explicit(&c->nshared, memory_order_relaxed) && !vr_held(&c->lock)) {
 		vr_held_push(&c->lock, VR_RANK_CTX);
@@ -192,17 +204,136 @@ uint64_t vr_ctx_volatile_now(struct vr_ctx *c)
 	return vr_ctx_gauge(c, VR_G_VOLATILE);
 }
 
-uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
+ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 {
-	uint64_t sum = 0;
-	for (int i = 0; i < VR_NSHARDS; i++) {
-		struct vr_shard *sh = &c->shards[i];
-		sum += atomic_load_explicit(g == VR_G_RANGES     ? &sh->ranges
-					    : g == VR_G_VOLATILE ? &sh->volatile_bytes
-								 : &sh->purged_bytes,
-					    memory_order_relaxed);
+	/* a signal handler that interrupted a purge of this ctx in its own
+	 * thread would wait for itself */
+	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
+		return -EDEADLK;
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_ctx_sync_shared(c);
+	ssize_t got = vr_purge_run(c, goal, n);
+	vr_unlock(&c->purge_lock);
+	return got;
+}
+
+/* S10/S22/S34 at every unpin (the application's limit or the monitor's
+ * budget, the smaller); an unpin may have made something purgeable, so
+ * the "nothing purgeable" hint is cleared first (written only when set) */
+static int enforce_limit(struct vr_ctx *c)
+{
+	size_t limit = vr_ctx_effective_limit(c);
+	if (!limit)
+		return 0;
+	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+	if (volatile_now(c) > limit) {
+		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
 	}
-	return sum;
+	return 0;
+}
+
+/* ---- the limit on the hot paths: the unit's call, then the limit ---- */
+_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+{
+	bool added;
+	int rc = vr_region_mark(r, off, len, &added);
+	if (rc < 0)
+		return rc;
+
+	/* S10: the limit, enforced outside the region lock.  When the last
+	 * purge found nothing more to purge (sub-page ranges, traps that
+	 * cannot be armed), a mark that added nothing purgeable cannot help
+	 * it: skip the walk over every region.  A mark that adds a
+	 * purgeable range clears the flag (written only when set, so marks
+	 * on different regions do not share a written cache line). */
+	struct vr_ctx *c = r->ctx;
+	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
+	if (added && stuck) {
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+		stuck = false;
+	}
+	size_t limit = vr_ctx_effective_limit(c);
+	if (limit && !stuck && volatile_now(c) > limit) {
+		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
+		if (got < 0)
+			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
+		if (rc == VR_INTACT)
+			rc = vr_region_purged_in(r, off, len) ? VR_PURGED : VR_INTACT;
+	}
+	return rc;
+}
+
+_export_ int vr_mark_ptr(void *addr, size_t len)
+{
+	struct vr_region *r;
+	size_t off;
+	int rc = vr_region_span_of(addr, len, &r, &off);
+	return rc < 0 ? rc : vr_mark(r, off, len);
+}
+
+_export_ int vr_obj_unpin(struct vr_obj *o)
+{
+	struct vr_ctx *c = NULL;
+	int err = vr_obj_unpin_unit(o, &c);
+	return err < 0 || !c ? err : enforce_limit(c);
+}
+
+/* ---- the object arena: created on first use ---- */
+static struct vr_objs *ctx_objs(struct vr_ctx *c)
+{
+	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
+	if (_likely_(os))
+		return os;
+	os = vr_objs_create(c);
+	if (!os)
+		return NULL;
+	/* published under the purge lock, with room in the purge heap for the
+	 * object sources: a purge never allocates (purge.c) */
+	vr_lock(&c->purge_lock, VR_RANK_PURGE);
+	vr_lock(&c->lock, VR_RANK_CTX);
+	struct vr_objs *cur = atomic_load(&c->objs);
+	if (!cur) {
+		atomic_store_explicit(&c->objs, os, memory_order_release);
+		if (vr_purge_reserve(c, c->nregions) < 0) {
+			atomic_store(&c->objs, NULL);
+			cur = NULL;
+		} else {
+			cur = os;
+			os = NULL;
+		}
+	}
+	vr_unlock(&c->lock);
+	vr_unlock(&c->purge_lock);
+	if (os)
+		vr_objs_free(os); /* lost a race, or no memory */
+	return cur;
+}
+
+_export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
+{
+	size_t pm = (vr_page_size()) - 1;
+	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	if ((uint64_t)size >= (uint64_t)1 << 47)
+		return -ENOMEM;
+	struct vr_objs *os = ctx_objs(ctx);
+	if (!os)
+		return -ENOMEM;
+	return vr_objs_new_obj(os, size, out);
+}
+
+_export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
+{
+	if (!ctx || vr_inherited_ctx(ctx))
+		return -EINVAL;
+	struct vr_objs *os = ctx_objs(ctx);
+	if (!os)
+		return -ENOMEM;
+	vr_objs_set_fault_handler(os, fn, arg);
+	return 0;
 }
 
 static bool live(const struct vr_ctx *c)
@@ -218,7 +349,7 @@ _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 	atomic_store(&c->limit_stuck, false);
 	vr_ctx_sync_shared(c);
 	if (bytes && vr_ctx_gauge(c, VR_G_VOLATILE) > bytes) {
-		ssize_t n = vr_purge_lru(c, VR_PURGE_VOLATILE, bytes);
+		ssize_t n = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, bytes);
 		if (n < 0)
 			return (int)n;
 	}
@@ -231,7 +362,7 @@ _export_ ssize_t vr_ctx_purge(struct vr_ctx *c, size_t bytes)
 		return -EINVAL;
 	if (bytes == 0)
 		return 0;
-	return vr_purge_lru(c, VR_PURGE_BYTES, bytes);
+	return vr_ctx_purge_lru(c, VR_PURGE_BYTES, bytes);
 }
 
 _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level)
@@ -243,9 +374,9 @@ _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level
 	atomic_fetch_add(&c->pressure_events, 1);
 	vr_dbg("pressure %s", level == VR_PRESSURE_CRITICAL ? "critical" : "moderate");
 	if (level == VR_PRESSURE_CRITICAL)
-		return vr_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
+		return vr_ctx_purge_lru(c, VR_PURGE_BYTES, UINT64_MAX);
 	vr_ctx_sync_shared(c);
-	return vr_purge_lru(c, VR_PURGE_VOLATILE, vr_ctx_gauge(c, VR_G_VOLATILE) / 2);
+	return vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, vr_ctx_gauge(c, VR_G_VOLATILE) / 2);
 }
 
 _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
@@ -311,14 +442,4 @@ _export_ unsigned vr_ctx_monitor_sources(struct vr_ctx *c)
 _export_ uint64_t vr_ctx_memory_limit(struct vr_ctx *c)
 {
 	return live(c) ? atomic_load(&c->memory_limit) : 0;
-}
-
-_export_ const char *vr_monitor_source_name(int source)
-{
-	static const char *const names[] = {
-		"none", "cgroup2", "psi", "cgroup1", "meminfo", "limit"
-	};
-	if (source < 0 || (size_t)source >= VR_ARRAY_SIZE(names))
-		return "unknown";
-	return names[source];
 }

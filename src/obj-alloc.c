@@ -39,18 +39,13 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "obj.h"
-
-static inline size_t pgsz(void)
-{
-	return (size_t)1 << vr_page_shift();
-}
 
 /* ---- size classes ---- */
 static unsigned slab_pages_for(uint32_t size)
 {
-	size_t pg = pgsz(), best = 1, best_waste = SIZE_MAX;
+	size_t pg = vr_page_size(), best = 1, best_waste = SIZE_MAX;
 	for (size_t n = 1; n <= OBJ_MAX_SLAB_PAGES; n++) {
 		size_t span = n * pg, waste = span % size;
 		if (waste * 64 <= span)
@@ -65,7 +60,7 @@ static unsigned slab_pages_for(uint32_t size)
 
 int vr_objs_alloc_init(struct vr_objs *os)
 {
-	size_t pg = pgsz();
+	size_t pg = vr_page_size();
 	uint32_t sizes[256];
 	unsigned n = 0;
 	for (uint32_t s = 16; s <= 128; s += 16)
@@ -196,8 +191,8 @@ static void map_set(struct vr_chunk *ch, size_t page, size_t np, uintptr_t v)
 
 /* An object with a chunk of its own (OBJ_CHUNK_SHIFT or larger) tags only
  * its first page when it is made: tagging them all would cost 8 bytes of
- * memory per page (2 GiB for 1 TiB) before a byte of it is touched
- * (issue 21, item 9).  vr_objs_at finds it through page 0; the fault
+ * memory per page (2 GiB for 1 TiB) before a byte of it is touched.
+ * vr_objs_at finds it through page 0; the fault
  * path (obj.c's classify) reads the page's own tag, which
  * vr_objs_discard writes before it arms the first trap. */
 static bool whole_chunk(const struct vr_chunk *ch, const uint8_t *p, size_t len)
@@ -328,10 +323,6 @@ static void span_free(struct vr_objs *os, struct vr_chunk *ch, size_t page, size
  * Object memory belongs to no region, so it is trapped directly: guard
  * markers with the guard backend, else mprotect (which every kernel has;
  * the chunks are MAP_SHARED memfd mappings, PROT_READ|PROT_WRITE). */
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#define MADV_GUARD_REMOVE 103
-#endif
 static int obj_trap(void *p, size_t len, bool arm)
 {
 	int rc = vr_trap_current() == VR_TRAP_GUARD
@@ -515,8 +506,9 @@ static int restore_pages(struct vr_objs *os, struct vr_opage *p, unsigned n)
 		if (!(atomic_load(&p[i].pw) & PG_DISCARDED))
 			continue;
 		struct vr_slab *s = p[i].slab;
-		int err = vr_objs_restore(
-			os, s->base + ((size_t)(&p[i] - s->pages) << vr_page_shift()), pgsz());
+		int err = vr_objs_restore(os,
+					  s->base + ((size_t)(&p[i] - s->pages) << vr_page_shift()),
+					  vr_page_size());
 		if (err < 0)
 			return err;
 		atomic_fetch_and(&p[i].pw, ~PG_DISCARDED);
@@ -591,8 +583,7 @@ out:
 }
 
 /* S19: more than the system's memory and swap can never be held: -ENOMEM
- * at once, rather than a memfd and a mapping of that size (issue 21,
- * item 9).  Only sizes that get a chunk of their own ask (one sysinfo). */
+ * at once, rather than a memfd and a mapping of that size.  Only sizes that get a chunk of their own ask (one sysinfo). */
 static bool beyond_system(size_t bytes)
 {
 	if (bytes < ((size_t)1 << OBJ_CHUNK_SHIFT))
@@ -608,9 +599,9 @@ static bool beyond_system(size_t bytes)
 int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 {
 	uint64_t gen = atomic_load(&vr_fork_gen) & 0xffff;
-	if (size < pgsz())
+	if (size < vr_page_size())
 		return alloc_small(os, size, gen, out);
-	size_t np = (size + pgsz() - 1) >> vr_page_shift();
+	size_t np = (size + vr_page_size() - 1) >> vr_page_shift();
 	if (beyond_system(np << vr_page_shift()))
 		return -ENOMEM;
 	struct vr_chunk *ch;
@@ -643,7 +634,7 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 {
 	uint64_t s = atomic_load(&o->state);
 	struct vr_chunk *ch = o->home;
-	size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
+	size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
 	bool reusable = true;
 	if ((s & OS_PURGED) && !(s & OS_PINNED))
 		reusable = vr_objs_restore(os, o->ptr, len) == 0; /* else: stays trapped */
@@ -687,7 +678,8 @@ void vr_objs_release(struct vr_objs *os, struct vr_obj *o)
 			/* no live object left on the page: memory back to the kernel */
 			restore_pages(os, &p[i], 1);
 			punch(sl->chunk,
-			      sl->base + ((size_t)(&p[i] - sl->pages) << vr_page_shift()), pgsz());
+			      sl->base + ((size_t)(&p[i] - sl->pages) << vr_page_shift()),
+			      vr_page_size());
 			atomic_store(&p[i].youngest, 0);
 		} else {
 			vr_obj_page_requeue(os, &p[i]);

@@ -25,14 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap.h"
-#include "inject.h"
+#include "base/heap.h"
+#include "base/inject.h"
 #include "obj.h"
-
-static inline size_t pgsz(void)
-{
-	return (size_t)1 << vr_page_shift();
-}
 
 static inline bool unit_large(uintptr_t u)
 {
@@ -279,7 +274,7 @@ static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age)
 			break;
 	}
 	/* claimed: the object cannot be freed until the claim is released */
-	size_t size = obj_size(o), len = ((size - 1) | (pgsz() - 1)) + 1;
+	size_t size = obj_size(o), len = ((size - 1) | (vr_page_size() - 1)) + 1;
 	int err = vr_objs_discard(os, o->home, o->ptr, len);
 	if (err < 0) {
 		atomic_store(&o->state, s);
@@ -329,7 +324,7 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
 		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
 		return 0;
 	}
-	int err = vr_objs_discard(os, s->chunk, s->base + (pi << vr_page_shift()), pgsz());
+	int err = vr_objs_discard(os, s->chunk, s->base + (pi << vr_page_shift()), vr_page_size());
 	if (err < 0) {
 		atomic_fetch_and(&p->pw, ~PG_PURGING);
 		return err;
@@ -344,7 +339,7 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
 	}
 	atomic_fetch_or(&p->pw, PG_DISCARDED);
 	atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
-	return (int64_t)pgsz();
+	return (int64_t)vr_page_size();
 }
 
 static int64_t take(struct vr_objs *os, const struct lentry *e)

@@ -18,17 +18,16 @@
 #include <sys/stat.h>
 #include <ucontext.h>
 
-#include "inject.h"
-#include "kind.h"
+#include "base/inject.h"
+#include "base/refault.h"
+#include "mem/mem-kind.h"
 #include "obj.h"
 
-/* Per-thread state, one small initial-exec TLS block (the library may be
- * dlopen()ed: static TLS is scarce): the thread's log index (1-based, 0 =
- * not assigned) and the fault path's re-fault record. */
+/* Per-thread state, initial-exec TLS (the library may be dlopen()ed:
+ * static TLS is scarce): the thread's log index (1-based, 0 = not
+ * assigned).  The fault path's re-fault record is base/refault.h's. */
 static __thread struct {
-	unsigned log, count;
-	void *addr;
-	uint64_t gen;
+	unsigned log;
 } otls __attribute__((tls_model("initial-exec")));
 static _Atomic unsigned next_log;
 
@@ -47,13 +46,8 @@ static inline struct vr_shard *my_shard(struct vr_ctx *c)
 	return &c->shards[vr_obj_log_index() % VR_NSHARDS];
 }
 
-static inline size_t pgsz(void)
-{
-	return (size_t)1 << vr_page_shift();
-}
-
 /* ---- the arena of a ctx ---- */
-static void objs_free(struct vr_objs *os)
+void vr_objs_free(struct vr_objs *os)
 {
 	vr_objs_alloc_fini(os, false);
 	vr_obj_lru_fini(os, false);
@@ -61,12 +55,9 @@ static void objs_free(struct vr_objs *os)
 	free(os);
 }
 
-static struct vr_objs *objs_get(struct vr_ctx *c)
+struct vr_objs *vr_objs_create(struct vr_ctx *c)
 {
-	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
-	if (_likely_(os))
-		return os;
-	os = vr_calloc_aligned(sizeof(*os));
+	struct vr_objs *os = vr_calloc_aligned(sizeof(*os));
 	if (!os)
 		return NULL;
 	if (vr_objs_alloc_init(os) < 0) {
@@ -83,26 +74,7 @@ static struct vr_objs *objs_get(struct vr_ctx *c)
 		pthread_mutex_init(&os->logs[i].lock, NULL);
 		atomic_init(&os->logs[i].oldest, UINT64_MAX);
 	}
-	/* published under the purge lock, with room in the purge heap for the
-	 * object sources: a purge never allocates (purge.c) */
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_lock(&c->lock, VR_RANK_CTX);
-	struct vr_objs *cur = atomic_load(&c->objs);
-	if (!cur) {
-		atomic_store_explicit(&c->objs, os, memory_order_release);
-		if (vr_purge_reserve(c, c->nregions) < 0) {
-			atomic_store(&c->objs, NULL);
-			cur = NULL;
-		} else {
-			cur = os;
-			os = NULL;
-		}
-	}
-	vr_unlock(&c->lock);
-	vr_unlock(&c->purge_lock);
-	if (os)
-		objs_free(os); /* lost a race, or no memory */
-	return cur;
+	return os;
 }
 
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
@@ -127,36 +99,10 @@ static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 	return (*s & OS_LIVE) ? 0 : -EINVAL;
 }
 
-/* S10/S22/S34 at every unpin (the application's limit or the monitor's
- * budget, the smaller); an unpin may have made something purgeable, so
- * the "nothing purgeable" hint is cleared first (written only when set) */
-static int enforce_limit(struct vr_ctx *c)
+int vr_objs_new_obj(struct vr_objs *os, size_t size, struct vr_obj **out)
 {
-	size_t limit = vr_ctx_effective_limit(c);
-	if (!limit)
-		return 0;
-	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
-		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
-	if (vr_ctx_volatile_now(c) > limit) {
-		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
-		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_purge_lru */
-	}
-	return 0;
-}
-
-_export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
-{
-	size_t pm = pgsz() - 1;
-	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
-		return -EINVAL;
-	if ((uint64_t)size >= (uint64_t)1 << 47)
-		return -ENOMEM;
-	struct vr_objs *os = objs_get(ctx);
-	if (!os)
-		return -ENOMEM;
 	/* the requeue heap has room for an entry per object (see obj-lru.c) */
-	int err = vr_obj_rq_reserve(os, vr_obj_count(ctx) + 64);
+	int err = vr_obj_rq_reserve(os, vr_obj_count(os->ctx) + 64);
 	if (err < 0)
 		return err;
 	err = vr_objs_alloc(os, size, out);
@@ -251,8 +197,8 @@ _export_ int vr_obj_status(const struct vr_obj *o)
  *   - A pin that sets PINNED hands its page counts to the object: the
  *     next unpin, from any thread, drops them.  So once its compare-and-
  *     swap succeeded, a pin may touch the object's memory only while
- *     ZEROING keeps unpins away (issue 21, item 6: it zeroed a purged
- *     object after the swap to PINNED; a concurrent pin + unpin dropped
+ *     ZEROING keeps unpins away (a pin that zeroed a purged object
+ *     after the swap to PINNED failed so: a concurrent pin + unpin dropped
  *     the counts, a purge trapped the page again, and the memset raised
  *     SIGBUS inside the library).
  *   - Pin and unpin wait while another thread's pin is ZEROING (it ends
@@ -270,7 +216,7 @@ static void wait_zeroed(struct vr_obj *o, uint64_t *s)
 	}
 }
 
-_export_ int vr_obj_unpin(struct vr_obj *o)
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner)
 {
 	uint64_t s;
 	int err = check_obj(o, &s);
@@ -315,7 +261,8 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	}
 	struct vr_ctx *c = os->ctx;
 	atomic_fetch_add_explicit(&my_shard(c)->volatile_bytes, obj_size(o), memory_order_relaxed);
-	return enforce_limit(c);
+	*owner = c;
+	return 0;
 }
 
 static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
@@ -338,7 +285,7 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		}
 		if (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING))
 			continue;
-		size_t len = ((obj_size(o) - 1) | (pgsz() - 1)) + 1;
+		size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
 		int err = vr_objs_restore(os, o->ptr, len);
 		if (err < 0) {
 			atomic_store(&o->state, s); /* nothing changed (S20, S5) */
@@ -417,20 +364,14 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 	return (s & OS_LARGE) ? pin_large(os, o, s) : pin_small(os, o);
 }
 
-_export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
+void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg)
 {
-	if (!ctx || vr_inherited_ctx(ctx))
-		return -EINVAL;
-	struct vr_objs *os = objs_get(ctx);
-	if (!os)
-		return -ENOMEM;
 	atomic_store(&os->fault_fn, NULL);
 	atomic_store(&os->fault_arg, fn ? arg : NULL);
 	atomic_store(&os->fault_fn, fn);
 	/* the replaced handler is not running when this returns, and is not
 	 * called again (callback.c), unless called from a handler */
 	vr_cb_synchronize();
-	return 0;
 }
 
 /* ---- statistics ---- */
@@ -441,12 +382,6 @@ uint64_t vr_obj_count(struct vr_ctx *c)
 	for (int i = 0; os && i < OBJ_NLOG; i++)
 		n += atomic_load_explicit(&os->logs[i].objects, memory_order_relaxed);
 	return n > 0 ? (uint64_t)n : 0;
-}
-
-static uint64_t fd_bytes(int fd)
-{
-	struct stat st;
-	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 }
 
 uint64_t vr_obj_footprint(struct vr_ctx *c)
@@ -460,7 +395,7 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
 	if (os) {
 		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 		for (size_t i = 0; i < os->nchunks; i++)
-			sum += fd_bytes(os->chunks[i]->fd);
+			sum += vr_fd_bytes(os->chunks[i]->fd);
 		vr_unlock(&os->span_lock);
 	}
 	return sum;
@@ -470,8 +405,6 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
  * Async-signal-safe: registry lookup, atomics, sched_yield, the user's
  * handler (in a callback section: vr_ctx_set_obj_fault_handler waits for
  * it), and the SIGBUS delivery fault.c passes in. */
-#define MAX_REFAULTS 8
-
 /* is addr on a discarded page of ch?  *o: the object there, if any.
  * A purge of the page in progress is waited for (it holds no lock the
  * faulting thread could need), unless this thread is that purge: a signal
@@ -500,7 +433,7 @@ static bool classify(struct vr_chunk *ch, uintptr_t a, struct vr_obj **o)
 			return false;
 		struct vr_slab *s = PM_PTR(v);
 		struct vr_opage *p =
-			&s->pages[((a & ~(uintptr_t)(pgsz() - 1)) - (uintptr_t)s->base) >>
+			&s->pages[((a & ~(uintptr_t)(vr_page_size() - 1)) - (uintptr_t)s->base) >>
 				  vr_page_shift()];
 		uint32_t w = atomic_load(&p->pw);
 		if ((w & PG_PURGING) && !self) {
@@ -524,31 +457,21 @@ int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_
 	uint64_t gen = atomic_load(&os->trap_gen);
 	struct vr_obj *o;
 	bool claimed = classify(ch, (uintptr_t)addr, &o);
-	bool same = otls.addr == addr && otls.gen == gen;
-	if (!claimed) {
-		if (same) { /* faulted again with nothing changed: not ours */
-			otls.addr = NULL;
-			return 0;
-		}
-		otls.addr = addr;
-		otls.gen = gen;
-		otls.count = 0;
-		return 1; /* re-run the access: a restore may have raced */
-	}
+	if (!claimed) /* re-run the access once: a restore may have raced;
+		       * faulted again with nothing changed: not ours */
+		return vr_refault_rerun(addr, gen) ? 1 : 0;
 	atomic_fetch_add_explicit(&os->ctx->faults, 1, memory_order_relaxed);
-	otls.count = same ? otls.count + 1 : 1;
-	otls.addr = addr;
-	otls.gen = gen;
+	bool allowed = vr_refault_handler_allowed(addr, gen);
 	vr_held_enter_signal();
 	unsigned long cb = vr_cb_enter();
 	vr_obj_fault_fn fn = atomic_load(&os->fault_fn);
 	void *arg = atomic_load(&os->fault_arg);
-	bool fixed = o && fn && otls.count <= MAX_REFAULTS && fn(o, addr, arg) == VR_FAULT_RETRY;
+	bool fixed = o && fn && allowed && fn(o, addr, arg) == VR_FAULT_RETRY;
 	vr_cb_leave(cb);
 	vr_held_leave_signal();
 	if (fixed)
 		return 1;
-	otls.addr = NULL;
+	vr_refault_forget();
 	if (vr_debug_stderr())
 		vr_log_raw("vrange: SIGBUS on a discarded object page\n");
 	deliver(addr, ucv);

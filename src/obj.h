@@ -223,7 +223,7 @@ static inline struct vr_objs *obj_objs(const struct vr_obj *o, uint64_t s)
 static inline void obj_pages(const struct vr_obj *o, struct vr_opage **first, unsigned *n)
 {
 	struct vr_opage *p = o->home;
-	uintptr_t pg = (uintptr_t)1 << vr_page_shift();
+	uintptr_t pg = (uintptr_t)vr_page_size();
 	uintptr_t a = (uintptr_t)o->ptr, e = a + obj_size(o) - 1;
 	*first = p;
 	*n = 1 + (unsigned)((e & ~(pg - 1)) != (a & ~(pg - 1)));

@@ -12,15 +12,19 @@
  *                     purge never sees a region being freed.
  *   ctx->lock         the ctx's region list (regions, nregions).
  *   region->lock      the region's range map, fault handler, purge cursor.
+ *   obj class, span   an object size class; the arena's chunks (obj.h).
+ *   shm list          this process's shared-state mappings (mem-shared.c).
  *   registry wlock    registry writers (registry.c).
+ *   obj lru           an object LRU log, the requeue heap (obj.h), leaves.
  *   log_lock          the log function (log.c), a leaf.
  *
- *   Order: global -> purge_lock -> ctx->lock -> region->lock -> registry
- *   -> log, checked in builds without NDEBUG.  Every lock is taken with
+ *   Order: the ten ranks of base/lock.h (global -> purge_lock ->
+ *   ctx->lock -> region->lock -> obj class -> obj span -> shm list ->
+ *   registry -> obj lru -> log), checked in builds without NDEBUG.  Every lock is taken with
  *   vr_lock()/vr_unlock(), never pthread_mutex_lock() directly (the
  *   atfork handlers are the exception: they run outside any call).
- *   At most ONE region lock per signal level.  vr_mark drops its region
- *   lock before it enforces the ctx limit.  Code that may run in a signal
+ *   At most ONE region lock per signal level.  vr_mark (ctx.c) enforces
+ *   the ctx limit after vr_region_mark dropped the region lock.  Code that may run in a signal
  *   handler checks vr_held() before blocking on a lock.  The purge path
  *   allocates nothing.  Gauges and counters are atomics in the ctx (no
  *   lock).
@@ -43,13 +47,15 @@
  *   an asynchronous signal handler touching volatile memory while its
  *   thread holds that region's lock gets SIGBUS instead.
  *
- * FORK
+ * FORK (hook table and generations: base/fork.h)
  *
  *   vr_fork_gen is bumped in the child (pthread_atfork).  Objects created
  *   under another generation are inherited: their locks may be held by
  *   threads that do not exist in the child, so the child never takes them;
  *   only destroy is allowed, and it frees memory and closes fds without
  *   locking, unmapping (MADV_DONTFORK: nothing is mapped) or joining.
+ *   A module with a process-wide lock or per-thread state registers a
+ *   struct vr_atfork from lib.c.
  */
 #ifndef VR_PRIVATE_H
 #define VR_PRIVATE_H
@@ -63,8 +69,11 @@
 #include <sys/types.h>
 
 #include "vrange.h"
-#include "lock.h"
-#include "macro.h"
+#include "base/fork.h"
+#include "base/lock.h"
+#include "base/macro.h"
+#include "base/sys.h"
+#include "mem/mem.h"
 #include "range-map.h"
 
 struct vr_monitor;
@@ -123,7 +132,7 @@ struct vr_ctx {
 	_Atomic int monitor_source;       /* enum vr_monitor_source: the pressure source */
 	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
 
-	/* S34, written by the monitor's limit watcher (mon-limit.c) */
+	/* S34, written by the monitor's limit watcher (monitor-limit.c) */
 	_Atomic size_t budget;         /* 0 = none; else keep volatile bytes <= it */
 	_Atomic uint64_t memory_limit; /* the limit watched, 0 = none */
 	_Atomic uint64_t limit_events, limit_purges, limit_latency_ns;
@@ -189,34 +198,59 @@ struct vr_region {
 } __attribute__((aligned(64)));        /* regions used by different threads share no line */
 
 enum vr_gauge { VR_G_RANGES, VR_G_VOLATILE, VR_G_PURGED };
-uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g) _nonnull_();
+/* a gauge: the sum of the shards (relaxed, no lock) */
+static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < VR_NSHARDS; i++) {
+		struct vr_shard *sh = &c->shards[i];
+		sum += atomic_load_explicit(g == VR_G_RANGES     ? &sh->ranges
+					    : g == VR_G_VOLATILE ? &sh->volatile_bytes
+								 : &sh->purged_bytes,
+					    memory_order_relaxed);
+	}
+	return sum;
+}
+/* a context without monitor, trap backend or handler (lib.c adds them) */
+int vr_ctx_create(unsigned flags, struct vr_ctx **out) _nonnull_();
+/* its regions, its object arena, its locks and memory (inherited: only
+ * what a fork child may touch, see vr_inherited_region) */
+void vr_ctx_free(struct vr_ctx *c, bool inherited) _nonnull_();
+enum vr_purge_goal {
+	VR_PURGE_BYTES,    /* reclaim at least n bytes */
+	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
+};
+/* purge_lock taken (-EDEADLK if this thread holds it or c->lock), shared
+ * gauges synced, then vr_purge_run: bytes reclaimed or -errno */
+ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
-uint64_t vr_ctx_volatile_now(struct vr_ctx *c) _nonnull_();
 
 /* ---- age.c: LRU age stamps ---- */
-/* a stamp younger than every stamp this thread or region got before and
- * than every mark that happened before this call in real time */
-uint64_t vr_age_next(struct vr_region *r) _nonnull_(); /* region lock held */
-/* the same, raised above *last (updated); the caller serializes *last */
+/* a stamp younger than every stamp this thread got before, than *last
+ * (updated; the caller serializes *last) and than every mark that
+ * happened before this call in real time */
 uint64_t vr_age_after(uint64_t *last) _nonnull_();
+uint64_t vr_age_after_clock(uint64_t *last) _nonnull_(); /* always the clock */
 void vr_age_init(void);
 
-/* ---- fork.c ---- */
-extern _Atomic unsigned vr_fork_gen;
-int vr_fork_setup(void); /* registers the atfork handlers once */
+/* ---- fork: base/fork.h ---- */
 static inline bool vr_inherited_ctx(const struct vr_ctx *c)
 {
-	return c->fork_gen != atomic_load_explicit(&vr_fork_gen, memory_order_relaxed);
+	return vr_gen_inherited(c->fork_gen);
 }
 static inline bool vr_inherited_region(const struct vr_region *r)
 {
-	return r->fork_gen != atomic_load_explicit(&vr_fork_gen, memory_order_relaxed);
+	return vr_gen_inherited(r->fork_gen);
 }
 
-/* ---- global lock for one-time setup, usable across fork ---- */
-extern pthread_mutex_t vr_global_lock;
-
 /* ---- region.c ---- */
+/* vr_mark without the limit (ctx.c's vr_mark enforces it): *added says a
+ * purgeable range was added.  VR_INTACT/VR_PURGED or -errno. */
+int vr_region_mark(struct vr_region *r, size_t off, size_t len, bool *added) _nonnull_(4);
+/* is anything in [off, off + len) purged?  Takes the region lock. */
+bool vr_region_purged_in(struct vr_region *r, size_t off, size_t len) _nonnull_();
+/* the live region containing [addr, addr + len) and the offset; -EINVAL */
+int vr_region_span_of(void *addr, size_t len, struct vr_region **rp, size_t *off) _nonnull_(3, 4);
 void vr_region_lock(struct vr_region *r) _nonnull_();
 void vr_region_unlock(struct vr_region *r) _nonnull_();
 void vr_region_lock_raw(struct vr_region *r) _nonnull_();
@@ -228,89 +262,26 @@ uint64_t vr_region_oldest(const struct vr_region *r) _nonnull_();
 void vr_region_publish_oldest(struct vr_region *r) _nonnull_(); /* lock held */
 /* ends the ranges of r, freeing nodes and subtracting the ctx gauges */
 void vr_region_release(struct vr_region *r, bool inherited) _nonnull_();
-/* unlinks from the ctx and frees; ctx->purge_lock and ctx->lock held
- * unless inherited */
-void vr_region_free(struct vr_region *r, bool inherited) _nonnull_();
+/* the public create calls (arguments checked as documented) up to a
+ * region that owns its fd and mapping, trap attached, neither registered
+ * nor linked: ctx.c registers and links it, or closes it */
+int vr_region_create(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+		     struct vr_region **out);
+int vr_region_create_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			   struct vr_region **out);
+int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out);
+/* releases a region that is not (or no longer) registered nor linked */
+void vr_region_close(struct vr_region *r, bool inherited) _nonnull_();
 
-/* ---- purge.c: the only place that arms traps and punches holes ---- */
-/* discard [p0, p1) (page aligned) now: arm + punch.  0; or -errno, with
- * nothing changed (the trap undone); or VR_DISCARD_STUCK: the pages keep
- * their data but stay trapped (an undo failed), so the caller must treat
- * them as purged.  Region lock held. */
-#define VR_DISCARD_STUCK 1
-int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
-int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
-void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
-uint64_t vr_trap_gen_next(void); /* a process-wide unique trap generation */
-
-enum vr_purge_goal {
-	VR_PURGE_BYTES,    /* reclaim at least n bytes */
-	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
-};
-/* purges in S8 order; bytes reclaimed, or -EDEADLK when called from a
- * signal handler that interrupted this ctx's purge in the same thread.
- * Never allocates. */
-ssize_t vr_purge_lru(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
+/* ---- purge.c: the purge engine ---- */
+/* purges in S8 order until the goal is met; bytes reclaimed.  purge_lock
+ * held and shared gauges synced (vr_ctx_purge_lru does both).  Never
+ * allocates. */
+ssize_t vr_purge_run(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
 /* room in the purge heap for n regions; called with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
-void vr_purge_init(void); /* at every vr_ctx_new */
-void vr_purge_atfork_child(void);
-
-/* ---- trap.c: backends ---- */
-/* How discarded pages are made to fault.  One backend per process, chosen
- * at the first vr_ctx_new and immutable afterwards.  arm/disarm take a
- * page-aligned span of r and return 0 or -errno; they are called with the
- * region lock held (purge, unmark) or on a region nobody else may use
- * (destroy), never from a signal handler. */
-struct vr_trap_ops {
-	int id;              /* enum vr_trap */
-	const char *name;    /* VRANGE_TRAP value */
-	bool (*probe)(void); /* works on this system?  NULL: always */
-	int (*arm)(struct vr_region *r, void *addr, size_t len);
-	int (*disarm)(struct vr_region *r, void *addr, size_t len);
-	/* arming private anonymous memory also frees its pages (guard
-	 * markers): the anonymous kind then needs no MADV_DONTNEED */
-	bool frees_private;
-	/* optional, NULL when there is nothing to do: a new region's mapping
-	 * is ready (0 or -errno, the region is then not created), and the
-	 * region goes away (inherited: in a fork child, no lock, see fork) */
-	int (*attach)(struct vr_region *r);
-	void (*detach)(struct vr_region *r, bool inherited);
-};
-int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
-/* the chosen backend; NULL before vr_trap_init */
-const struct vr_trap_ops *vr_trap_ops(void);
-int vr_trap_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
-int vr_trap_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
-int vr_trap_attach(struct vr_region *r) _nonnull_();
-void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
-/* mprotect whatever the backend (large ranges under guard, purge.c) */
-int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
-int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
-int vr_trap_current(void);
-/* the backend of shared regions (S32): userfaultfd where it works, else
- * NULL (vr_region_new/from_fd then fail with -EOPNOTSUPP) */
-const struct vr_trap_ops *vr_trap_shared_ops(void);
-/* the ops a new region uses: shared (S27) -> vr_trap_shared_ops(); else
- * the process's backend, or under uffd the guard or mprotect one (trap.c:
- * a hole may only trap a state every mapping of the file shares) */
-const struct vr_trap_ops *vr_trap_region_ops(bool shared);
-bool vr_trap_uffd_works(void);
-/* trap-coop.c: shared regions where userfaultfd is refused (S32) */
-extern const struct vr_trap_ops vr_trap_coop;
-void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
-/* repair: every mapping traps [off, off + len) of a purged range (lock
- * held); 0, or not known trapped everywhere: do not punch */
-int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
-void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
-/* the uffd backend on a shared file: tell its guard-protocol mappers */
-int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len) _nonnull_();
-/* trap-uffd.c: the userfaultfd backend's entries */
-bool vr_uffd_probe(void);
-int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
-int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
-int vr_uffd_attach(struct vr_region *r) _nonnull_();
-void vr_uffd_detach(struct vr_region *r, bool inherited) _nonnull_();
+void vr_purge_init(void);                      /* at every vr_ctx_new */
+extern const struct vr_atfork vr_purge_atfork; /* child: new purge generations */
 
 /* ---- registry.c: address -> region, lock-free for readers ---- */
 /* 0, -ENOMEM, -EBUSY when a live region maps the same file (S33), or
@@ -332,6 +303,15 @@ void vr_registry_atfork_child(void);
 /* ---- obj.c: objects (obj.h has the rest) ---- */
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
 uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_();
+/* an arena for c, not yet published in c->objs (ctx.c does that) */
+struct vr_objs *vr_objs_create(struct vr_ctx *c) _nonnull_();
+void vr_objs_free(struct vr_objs *os) _nonnull_(); /* one never published */
+/* vr_obj_new's object, arguments checked: 0 or -errno */
+int vr_objs_new_obj(struct vr_objs *os, size_t size, struct vr_obj **out) _nonnull_();
+void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg) _nonnull_(1);
+/* vr_obj_unpin without the limit (ctx.c's vr_obj_unpin enforces it):
+ * *owner is set to the object's ctx when bytes became volatile */
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner) _nonnull_(2);
 uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
 /* the object LRU as purge sources (ctx->purge_lock held): the logs
  * 0 .. vr_obj_nsources() - 1 and the requeue heap, source
@@ -356,8 +336,8 @@ void vr_cb_synchronize(void);
 void vr_cb_atfork_child(void);
 
 /* ---- fault.c ---- */
-int vr_fault_install(void); /* installs the SIGSEGV handler once */
-void vr_fault_atfork_child(void);
+int vr_fault_install(void);                    /* installs the SIGSEGV handler once */
+extern const struct vr_atfork vr_fault_atfork; /* child: fill slots reset */
 
 /* ---- monitor.c (and monitor.h, mon-*.c) ---- */
 /* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread
@@ -387,11 +367,5 @@ void vr_warn(const char *fmt, ...) _printf_(1, 2); /* VR_LOG_WARNING, always sho
 	} while (0)
 /* async-signal-safe: writes a preformatted string to stderr */
 void vr_log_raw(const char *s) _nonnull_();
-
-extern unsigned vr_pg_shift; /* log2(page size), set by the first vr_ctx_new */
-static inline unsigned vr_page_shift(void)
-{
-	return vr_pg_shift;
-}
 
 #endif

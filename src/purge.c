@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * purge.c - the purge engine: the only code that arms traps to discard
- * pages; the memory itself is freed through the region's kind (kind.c).
+ * purge.c - the purge engine: merges the regions' and the objects' LRUs
+ * by age and purges toward a goal; discarding a range's pages (trap, then
+ * free through the region's kind) is mem-pages.c's vr_discard_pages.
  *
  * Purging a range, in this order, all under the region lock:
  *   1. publish "purged" in the record (purge_range);
@@ -34,17 +35,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "inject.h"
-#include "kind.h"
-#include "heap.h"
+#include "base/inject.h"
+#include "mem/mem-kind.h"
+#include "base/heap.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
-/* trap generations come from one process-wide sequence, so that a value
- * is never seen twice, even in a region created at a reused address (the
- * fault path's re-fault bound compares them) */
-static _Atomic uint64_t trap_seq;
-/* purge generations (vr_purge_lru): this process's pid (read at every
+/* purge generations (vr_purge_run): this process's pid (read at every
  * vr_ctx_new and in a fork child: no system call per purge, S16) and a
  * counter */
 static _Atomic uint64_t gen_seq, gen_pid;
@@ -54,87 +51,7 @@ void vr_purge_init(void)
 	atomic_store(&gen_pid, (uint64_t)getpid());
 }
 
-void vr_purge_atfork_child(void)
-{
-	vr_purge_init();
-}
-
-uint64_t vr_trap_gen_next(void)
-{
-	return atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
-}
-
-void vr_trap_gen_bump(struct vr_region *r)
-{
-	uint64_t g = atomic_fetch_add_explicit(&trap_seq, 1, memory_order_relaxed) + 1;
-	atomic_store_explicit(&r->trap_gen, g, memory_order_relaxed);
-	if (r->shm) /* other processes' fault paths see the change too */
-		atomic_fetch_add_explicit(&r->shm->trap_epoch, 1, memory_order_relaxed);
-}
-
-/* Under the guard backend, a large range is trapped with one mprotect
- * instead: guard markers allocate page tables (8 bytes per page) for
- * memory that was never touched, which a purge of a sparse region would
- * pay in full and keep after the unmark, while an mprotect costs at most
- * two VMAs (issue 13, item 8).  At the VMA limit it falls back to guard
- * markers.  A region that used mprotect once restores with both. */
-#define PROT_MIN_BYTES ((uint64_t)2 << 20) /* one page-table page covers 2 MiB */
-
-static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
-{
-	/* (never for a shared file: other processes would not see it) */
-	*prot = !r->shm && r->trap->id == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
-	if (*prot) {
-		int err = vr_trap_arm_prot(r, a, len);
-		if (err == 0) {
-			atomic_store_explicit(&r->used_prot, true, memory_order_relaxed);
-			return 0;
-		}
-		/* a multi-VMA mprotect can fail half-way: undo, then guard */
-		if (vr_trap_disarm_prot(r, a, len) < 0)
-			return VR_DISCARD_STUCK;
-		*prot = false;
-	}
-	return vr_trap_arm(r, a, len);
-}
-
-int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
-{
-	void *a = r->base + p0;
-	size_t len = p1 - p0;
-	bool prot;
-	vr_trap_gen_bump(r);
-	int err = arm(r, a, len, &prot);
-	if (err == VR_DISCARD_STUCK || err == -EBUSY)
-		return err; /* -EBUSY: the guard protocol undid its markers itself */
-	if (err < 0) {
-		/* arming may have failed part-way: take back what was armed;
-		 * if even that fails, pages with data may stay trapped, and the
-		 * range must be taken as purged (its data is never lost, but a
-		 * touch must reach the fault path as a purged range) */
-		return vr_trap_disarm(r, a, len) < 0 ? VR_DISCARD_STUCK : err;
-	}
-	/* the memory goes through the region's kind (kind.h): a hole in the
-	 * memfd, or MADV_DONTNEED unless the guard markers freed it */
-	err = r->kind->free_pages(r, p0, p1, !prot && r->trap->frees_private);
-	if (err < 0) {
-		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
-		return undo < 0 ? VR_DISCARD_STUCK : err;
-	}
-	return 0;
-}
-
-int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
-{
-	void *a = r->base + p0;
-	size_t len = p1 - p0;
-	vr_trap_gen_bump(r);
-	int err = vr_trap_disarm(r, a, len);
-	if (!err && r->trap->id == VR_TRAP_GUARD &&
-	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
-		err = vr_trap_disarm_prot(r, a, len);
-	return err;
-}
+const struct vr_atfork vr_purge_atfork = { 0, NULL, NULL, vr_purge_init };
 
 /* purge one LRU range, region lock held: the bytes reclaimed, or -errno
  * when it was skipped (it keeps its data and its LRU place) */
@@ -189,7 +106,7 @@ static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint
  * a step that finds its entry's unit younger than the entry moves the
  * entry there with the unit's true age, so its oldest can FALL during a
  * purge, and a key in the heap would then be too young: the unit would
- * be passed over (issue 21, item 7).  It is compared with the heap's top
+ * be passed over.  It is compared with the heap's top
  * at every step instead (rq_oldest, one atomic load). */
 static inline uint64_t rq_oldest(struct vr_ctx *c)
 {
@@ -269,19 +186,11 @@ int vr_purge_reserve(struct vr_ctx *c, size_t n)
 	return 0;
 }
 
-ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
+ssize_t vr_purge_run(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 {
 	uint64_t reclaimed = 0;
-	/* a signal handler that interrupted a purge of this ctx in its own
-	 * thread would wait for itself */
-	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
-		return -EDEADLK;
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_ctx_sync_shared(c);
-	if (goal_met(c, goal, n, 0)) {
-		vr_unlock(&c->purge_lock);
+	if (goal_met(c, goal, n, 0))
 		return 0;
-	}
 	/* generations are unique across processes too: a shared file's
 	 * purge cursor (range-lru.c) is in its state, and a purge by another
 	 * process must not continue this one's pass */
@@ -360,6 +269,5 @@ ssize_t vr_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
 	if (nh == 0 && rq_oldest(c) == UINT64_MAX)
 		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
 	vr_obj_purge_done(c);
-	vr_unlock(&c->purge_lock);
 	return (ssize_t)reclaimed;
 }

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "range-map.h"
 
 enum { SRC_NONE, SRC_LOG, SRC_HEAP };

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "range-map.h"
 
 #define LD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)

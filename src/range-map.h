@@ -49,7 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 #define VR_RANGE_PURGED 0x1u /* the range was purged (its whole pages discarded) */
 #define VR_RANGE_ONLRU 0x2u  /* the range can be purged: it has a live LRU entry */

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * region.c - regions (a memfd mapping, or anonymous memory: kind.h) and
- * the volatility calls on them
+ * region.c - regions (a memfd mapping, or anonymous memory: mem-kind.h)
+ * and the volatility calls on them; ctx.c registers and links them and
+ * enforces the limit after vr_region_mark
  *
  * vr_mark / vr_unmark / vr_status run under the region lock and make no
  * system call unless a purged range is involved (S16).  Whatever touches
- * protections or punches holes goes through purge.c.
+ * a region's protections or punches its holes goes through mem-pages.c
+ * (vr_discard_pages / vr_restore_pages).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,10 +21,10 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "inject.h"
-#include "kind.h"
+#include "base/inject.h"
+#include "mem/mem-kind.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 /* the region lock doubles as the writer side of the fault path's seqlock
  * (see private.h): seq is odd from lock to unlock */
@@ -76,11 +78,6 @@ void vr_region_publish_oldest(struct vr_region *r)
 		atomic_store_explicit(&r->oldest_age, age, memory_order_relaxed);
 }
 
-static inline uint64_t page_mask(void)
-{
-	return ((uint64_t)1 << vr_page_shift()) - 1;
-}
-
 uint64_t vr_region_oldest(const struct vr_region *r)
 {
 	return atomic_load_explicit(r->shm ? &r->shm->oldest_age : &r->oldest_age,
@@ -93,6 +90,16 @@ uint64_t vr_region_oldest(const struct vr_region *r)
  * gauges in its state instead; vr_shared_sync() moves the difference to
  * the ctx at every unlock (and vr_ctx_stat syncs first), so a ctx counts
  * what other processes did to the file too (S29). */
+/* a range's LRU age: above every stamp of this region (or, for a shared
+ * file, of the file: in its state, under its lock; always the clock so
+ * ages of different processes compare, S29).  Region lock held. */
+static inline uint64_t region_age(struct vr_region *r)
+{
+	if (r->shm)
+		return vr_age_after_clock(&r->shm->last_age);
+	return vr_age_after(&r->last_age);
+}
+
 static void gauge_add(struct vr_region *r, const struct vr_range *rg, int sign)
 {
 	struct vr_shard *sh = r->shard;
@@ -248,7 +255,7 @@ static int mark_fast(struct vr_region *r, uint64_t a, uint64_t b)
 	nr->start = a;
 	nr->end = b;
 	nr->age_flags = 0;
-	vr_range_set_age(nr, vr_age_next(r));
+	vr_range_set_age(nr, region_age(r));
 	range_link(r, nr);
 	vr_region_publish_oldest(r);
 	return VR_INTACT;
@@ -301,7 +308,7 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	nr->start = s;
 	nr->end = e;
 	nr->age_flags = (purged ? VR_RANGE_PURGED : 0) | VR_RANGE_PENDING;
-	vr_range_set_age(nr, vr_age_next(r));
+	vr_range_set_age(nr, region_age(r));
 	uint64_t reclaimed = purged ? purge_at_once(r, s, e) : 0;
 	/* commit: every range inside [s, e) is a constituent */
 	struct vr_range *x = vr_map_first_end_after(m, s);
@@ -348,7 +355,7 @@ static inline int locked_span(struct vr_region *r, size_t off, size_t len,
 	return rc;
 }
 
-_export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
+int vr_region_mark(struct vr_region *r, size_t off, size_t len, bool *added)
 {
 	int rc = check_span(r, off, len);
 	if (rc < 0)
@@ -358,36 +365,17 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 	vr_region_lock(r);
 	r->lru_added = false;
 	rc = mark_locked(r, off, off + len);
-	bool added = r->lru_added;
+	*added = r->lru_added;
 	vr_region_unlock(r);
-	if (rc < 0)
-		return rc;
-
-	/* S10: the limit, enforced outside the region lock.  When the last
-	 * purge found nothing more to purge (sub-page ranges, traps that
-	 * cannot be armed), a mark that added nothing purgeable cannot help
-	 * it: skip the walk over every region (10d).  A mark that adds a
-	 * purgeable range clears the flag (written only when set, so marks
-	 * on different regions do not share a written cache line). */
-	struct vr_ctx *c = r->ctx;
-	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
-	if (added && stuck) {
-		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
-		stuck = false;
-	}
-	size_t limit = vr_ctx_effective_limit(c);
-	if (limit && !stuck && vr_ctx_volatile_now(c) > limit) {
-		ssize_t got = vr_purge_lru(c, VR_PURGE_VOLATILE, limit);
-		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_purge_lru */
-		if (rc == VR_INTACT) {
-			vr_region_lock(r);
-			rc = (status_locked(r, off, off + len) & VR_STATE_PURGED) ? VR_PURGED
-										  : VR_INTACT;
-			vr_region_unlock(r);
-		}
-	}
 	return rc;
+}
+
+bool vr_region_purged_in(struct vr_region *r, size_t off, size_t len)
+{
+	vr_region_lock(r);
+	bool purged = status_locked(r, off, off + len) & VR_STATE_PURGED;
+	vr_region_unlock(r);
+	return purged;
 }
 
 /* ---- unmark ---- */
@@ -423,7 +411,7 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		if (!vr_whole_pages(x->start, x->end, sh, &p0, &p1))
 			continue;
 		/* trapped pages of x that share a byte with [a, b) */
-		uint64_t q0 = a & ~page_mask(), q1 = (b + page_mask()) & ~page_mask();
+		uint64_t q0 = a & ~vr_page_mask(), q1 = (b + vr_page_mask()) & ~vr_page_mask();
 		if (q0 < p0)
 			q0 = p0;
 		if (q1 > p1)
@@ -558,7 +546,7 @@ _export_ int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const v
 }
 
 /* ---- pointer style ---- */
-static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
+int vr_region_span_of(void *addr, size_t len, struct vr_region **rp, size_t *off)
 {
 	struct vr_region *r = vr_registry_lookup(addr);
 	if (!r || len == 0)
@@ -570,28 +558,21 @@ static int ptr_span(void *addr, size_t len, struct vr_region **rp, size_t *off)
 	return 0;
 }
 
-_export_ int vr_mark_ptr(void *addr, size_t len)
-{
-	struct vr_region *r;
-	size_t off;
-	int rc = ptr_span(addr, len, &r, &off);
-	return rc < 0 ? rc : vr_mark(r, off, len);
-}
-
 _export_ int vr_unmark_ptr(void *addr, size_t len)
 {
 	struct vr_region *r;
 	size_t off;
-	int rc = ptr_span(addr, len, &r, &off);
+	int rc = vr_region_span_of(addr, len, &r, &off);
 	return rc < 0 ? rc : vr_unmark(r, off, len);
 }
 
 /* ---- lifecycle ---- */
 
-/* a region over [base, base + map_size), already mapped (or adopted):
- * registered, linked into ctx.  st: the memfd's (S33), NULL for
- * anonymous memory.  On failure nothing is kept; the caller still owns
- * the mapping and the fd. */
+/* a region over [base, base + map_size), already mapped (or adopted),
+ * its trap attached; not registered, not linked (ctx.c does both).  st:
+ * the memfd's (S33), NULL for anonymous memory.  On failure nothing is
+ * kept; the caller still owns the mapping and the fd.  On success the
+ * region owns them (vr_region_close releases them). */
 static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_size, int fd,
 			const struct stat *st, const struct vr_kind_ops *kind, int prot,
 			struct vr_shm_map *sm, struct vr_region **out)
@@ -631,40 +612,10 @@ static int region_setup(struct vr_ctx *ctx, void *base, size_t size, size_t map_
 	 * -EBUSY and -EEXIST below) may be seen outside this new mapping.
 	 * attach only registers the mapping itself (a userfaultfd of a shared
 	 * region): it never writes to the file, whose holes may be other
-	 * mappings' traps (issue 21, item 4). */
+	 * mappings' traps. */
 	int err = vr_trap_attach(r);
 	if (err < 0)
 		goto fail;
-	/* the purge heap gets room for this region first: a purge must never
-	 * need memory (issue 13, item 4) */
-	vr_lock(&ctx->purge_lock, VR_RANK_PURGE);
-	vr_lock(&ctx->lock, VR_RANK_CTX);
-	err = vr_purge_reserve(ctx, ctx->nregions + 1);
-	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
-		   * adopted span overlaps a region */
-		err = vr_registry_add(r);
-	if (err < 0) {
-		vr_unlock(&ctx->lock);
-		vr_unlock(&ctx->purge_lock);
-		vr_trap_detach(r, false);
-		goto fail;
-	}
-	if (r->shm) {
-		/* S29: one region per file and ctx counts the file's gauges */
-		bool first = true;
-		for (struct vr_region *o = ctx->regions; o; o = o->next)
-			first &= o->shm_map != sm;
-		__atomic_store_n(&r->shm_primary, first, __ATOMIC_RELEASE);
-		atomic_fetch_add_explicit(&ctx->nshared, 1, memory_order_relaxed);
-	}
-	r->next = ctx->regions;
-	if (ctx->regions)
-		ctx->regions->prev = r;
-	ctx->regions = r;
-	ctx->nregions++;
-	atomic_fetch_add_explicit(&ctx->nregions_stat, 1, memory_order_relaxed);
-	vr_unlock(&ctx->lock);
-	vr_unlock(&ctx->purge_lock);
 	*out = r;
 	return 0;
 fail:
@@ -677,7 +628,7 @@ fail:
 
 static size_t page_round(size_t size)
 {
-	return (size + page_mask()) & ~(size_t)page_mask();
+	return (size + vr_page_mask()) & ~(size_t)vr_page_mask();
 }
 
 /* maps the memfd; on failure the caller still owns fd */
@@ -723,14 +674,14 @@ static int region_join(struct vr_ctx *ctx, int fd, const struct stat *st,
 /* S1 for memfds: the page round-up fits size_t and off_t */
 static bool size_ok(size_t size)
 {
-	size_t pm = (size_t)page_mask();
+	size_t pm = (size_t)vr_page_mask();
 	return size != 0 && size <= SIZE_MAX - pm && size + pm <= (size_t)INT64_MAX;
 }
 
 /* S26: anonymous memory has no off_t clause; mmap says what is too big */
 static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **out)
 {
-	if (size == 0 || size > SIZE_MAX - (size_t)page_mask())
+	if (size == 0 || size > SIZE_MAX - (size_t)vr_page_mask())
 		return -EINVAL;
 	size_t map_size = page_round(size);
 	void *p;
@@ -744,8 +695,8 @@ static int region_new_anon(struct vr_ctx *ctx, size_t size, struct vr_region **o
 	return err;
 }
 
-_export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
-			   struct vr_region **out)
+int vr_region_create(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
+		     struct vr_region **out)
 {
 	if (!ctx || !out || (flags & ~(VR_REGION_ANON | VR_REGION_SHARED)) ||
 	    flags == (VR_REGION_ANON | VR_REGION_SHARED) || vr_inherited_ctx(ctx))
@@ -782,8 +733,8 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 	return err;
 }
 
-_export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
-			     struct vr_region **out)
+int vr_region_create_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
+			   struct vr_region **out)
 {
 	if (!ctx || !out || !addr || len == 0 || len > UINTPTR_MAX - (uintptr_t)addr ||
 	    vr_inherited_ctx(ctx))
@@ -792,7 +743,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 	 * otherwise fail the checks below as "shared") */
 	if (vr_registry_overlaps(addr, len))
 		return -EEXIST;
-	if (flags || ((uintptr_t)addr & page_mask()) || (len & page_mask()))
+	if (flags || ((uintptr_t)addr & vr_page_mask()) || (len & vr_page_mask()))
 		return -EINVAL;
 	int prot;
 	int err = vr_adopt_check(addr, len, &prot);
@@ -802,7 +753,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 	return region_setup(ctx, addr, len, len, -1, NULL, &vr_kind_adopted, prot, NULL, out);
 }
 
-_export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
+int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
 {
 	struct stat st;
 	struct statfs sfs;
@@ -852,31 +803,11 @@ void vr_region_release(struct vr_region *r, bool inherited)
 		vr_map_fini(r->map);
 }
 
-/* called with ctx->purge_lock and ctx->lock held, or vr_global_lock if
- * inherited */
-void vr_region_free(struct vr_region *r, bool inherited)
+/* releases r, which is no longer registered nor linked (ctx.c): trap,
+ * memory (unmapped and closed, or adopted: disarmed and left mapped),
+ * map, shared state */
+void vr_region_close(struct vr_region *r, bool inherited)
 {
-	struct vr_ctx *c = r->ctx;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		c->regions = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	c->nregions--;
-	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
-	if (r->shm && !inherited) {
-		atomic_fetch_sub_explicit(&c->nshared, 1, memory_order_relaxed);
-		/* another region of the file in this ctx counts it from now on
-		 * (its last-seen values are 0: its first sync adds it all) */
-		struct vr_region *o = c->regions;
-		while (o && o->shm_map != r->shm_map)
-			o = o->next;
-		if (__atomic_load_n(&r->shm_primary, __ATOMIC_ACQUIRE) && o)
-			__atomic_store_n(&o->shm_primary, true, __ATOMIC_RELEASE);
-	}
-	if (!inherited)
-		vr_registry_remove(r);
 	vr_trap_detach(r, inherited);
 	/* unmaps and closes, or (adopted) disarms and leaves the memory */
 	r->kind->release(r, inherited);
@@ -886,27 +817,6 @@ void vr_region_free(struct vr_region *r, bool inherited)
 	if (r->shm_map)
 		vr_shared_put(r->shm_map, inherited);
 	free(r);
-}
-
-_export_ void vr_region_destroy(struct vr_region *r)
-{
-	if (!r)
-		return;
-	struct vr_ctx *c = r->ctx;
-	if (vr_inherited_region(r)) {
-		/* the ctx's own locks may be held by threads that do not exist
-		 * in this child: the global lock (re-created at fork) guards
-		 * the inherited lists instead */
-		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
-		vr_region_free(r, true);
-		vr_unlock(&vr_global_lock);
-		return;
-	}
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_lock(&c->lock, VR_RANK_CTX);
-	vr_region_free(r, false);
-	vr_unlock(&c->lock);
-	vr_unlock(&c->purge_lock);
 }
 
 _export_ void *vr_region_base(const struct vr_region *r)

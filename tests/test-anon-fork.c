@@ -16,7 +16,7 @@
 #include "tests.h"
 
 /* internals: the kind's footprint (tests link the internal library) */
-#include "kind.h"
+#include "mem/mem-kind.h"
 #include "private.h"
 
 #include <stdbool.h>

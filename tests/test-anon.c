@@ -11,7 +11,7 @@
 #include "tests.h"
 
 /* internals: the memory kinds' footprint (tests link the internal library) */
-#include "kind.h"
+#include "mem/mem-kind.h"
 #include "private.h"
 
 #include <pthread.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * test-lock.c - the held-lock stack and the lock-order check (src/lock.h)
+ * test-lock.c - the held-lock stack and the lock-order check (src/base/lock.h)
  *
  * The order check is compiled in builds without NDEBUG (all of CI's);
  * violations abort, so they run as scenarios in a child process.
  */
 #include "tests.h"
 
-#include "lock.h"
+#include "base/lock.h"
 
 static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
 

@@ -110,28 +110,16 @@ static const struct vt_scenario scenarios[] = {
 	{ "small_pin", sc_small_pin },
 };
 
-static void run_all(const char *name)
-{
-	static const char *const traps[] = { "guard", "mprotect", "uffd" };
-	for (size_t i = 0; i < 3; i++) {
-		int st = vt_run_scenario_trap(name, traps[i], NULL);
-		if (st == -77)
-			continue;
-		if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
-			fail_msg("%s with VRANGE_TRAP=%s: status 0x%x", name, traps[i], st);
-	}
-}
-
 static void test_sub_page_unmark(void **state)
 {
 	(void)state;
-	run_all("sub_unmark");
+	vt_run_scenario_each_trap("sub_unmark");
 }
 
 static void test_small_object_pin(void **state)
 {
 	(void)state;
-	run_all("small_pin");
+	vt_run_scenario_each_trap("small_pin");
 }
 
 int main(int argc, char **argv)

@@ -238,34 +238,22 @@ static const struct vt_scenario scenarios[] = {
 	{ "peer", sc_peer },
 };
 
-static void run_all(const char *name)
-{
-	static const char *const traps[] = { "guard", "mprotect", "uffd" };
-	for (size_t i = 0; i < 3; i++) {
-		int st = vt_run_scenario_trap(name, traps[i], NULL);
-		if (st == -77)
-			continue; /* that backend does not work here */
-		if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
-			fail_msg("%s with VRANGE_TRAP=%s: status 0x%x", name, traps[i], st);
-	}
-}
-
 static void test_ebusy_keeps_traps(void **state)
 {
 	(void)state;
-	run_all("ebusy");
+	vt_run_scenario_each_trap("ebusy");
 }
 
 static void test_join_after_purge_keeps_traps(void **state)
 {
 	(void)state;
-	run_all("join_after");
+	vt_run_scenario_each_trap("join_after");
 }
 
 static void test_peer_reads_zeros(void **state)
 {
 	(void)state;
-	run_all("peer_reads");
+	vt_run_scenario_each_trap("peer_reads");
 }
 
 int main(int argc, char **argv)

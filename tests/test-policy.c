@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * test-policy.c - the monitor's pure policy (src/mon-policy.c) and its
- * parsers and limit walk (src/mon-platform.c), through the internal
+ * test-policy.c - the monitor's pure policy (src/monitor/monitor-policy.c) and its
+ * parsers and limit walk (src/monitor/monitor-platform.c), through the internal
  * static library: times are parameters, texts are strings, and the limit
  * walk runs on a scratch directory tree (the seam for cgroup files).
  */
@@ -9,7 +9,7 @@
 
 #include <sys/stat.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MiB (1ull << 20)
 

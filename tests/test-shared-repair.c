@@ -2,7 +2,7 @@
 /*
  * test-shared-repair.c - a shared file after a process was killed in the
  * middle of a call, under the cooperative guard protocol (S28, S30, S32;
- * issue 21 items 1 and 2; the invariant: src/shared.h, TRAPPED HOLES)
+ * issue 21 items 1 and 2; the invariant: src/mem/mem-shared.h, TRAPPED HOLES)
  *
  *   survivor    victims (VRANGE_TRAP=guard: the guard protocol) mark,
  *               unmark, purge and read one shared file and are SIGKILLed
@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 static size_t P;
 
@@ -136,6 +137,16 @@ static pid_t start_victim(int fd, uint64_t seed)
 	return pid;
 }
 
+/* fills page pg of the file: true when it was a hole */
+static bool is_hole(int fd, size_t pg)
+{
+	struct stat s0, s1;
+	CK_EQ(fstat(fd, &s0), 0);
+	CK_EQ(fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)(pg * P), (off_t)P), 0);
+	CK_EQ(fstat(fd, &s1), 0);
+	return s1.st_blocks != s0.st_blocks;
+}
+
 static void sc_survivor(void)
 {
 	P = vt_pg();
@@ -179,16 +190,39 @@ static void sc_survivor(void)
 		CK_EQ(kill(w[i], SIGKILL), 0);
 		CK_EQ(vs_waitpid(w[i], &st, 0), w[i]);
 	}
-	/* every purged page traps here, every other page reads */
+	/* TRAPPED HOLES at the end, page by page, the survivor alone: a
+	 * page that is a hole traps.  A purged page that is no hole may read:
+	 * a mark merging with a purged range keeps a gap's data when a
+	 * mapper did not arm it in time (purge_at_once: S4 is best effort
+	 * there, S9 first).  Whether a page is a hole: fallocate() on it
+	 * adds blocks only to a hole (SEEK_DATA takes a filled page for a
+	 * hole too).  Under guard markers a page is probed before it is read
+	 * (a read without a marker fills a hole with a zero page); under
+	 * userfaultfd after (the probe's fill would turn the hole, which
+	 * traps by itself, into a page that does not). */
+	bool uffd = vr_trap_backend() == VR_TRAP_UFFD;
+	int kept = 0;
 	for (size_t pg = 0; pg < SV_PAGES; pg++) {
 		int st = vr_status(r, pg * P, P);
-		if (st & VR_STATE_PURGED)
-			VS_EXPECT_TRAP(&A, reg, pg * P + 7);
-		else
-			read_one(reg, pg * P + 7, "survivor, at the end");
+		size_t at = pg * P + 7;
+		int64_t v[4];
+		bool hole = !uffd && is_hole(fd, pg);
+		bool trapped = vs_call_fd(&A, VS_READ, reg, at, 0, 0, -1, v) == VS_TRAPPED;
+		if (trapped) {
+			CK(v[2] == SIGBUS && v[1] == BUS_ADRERR && v[0] == (int64_t)at,
+			   "(at the end: read at %zu: signal %" PRId64 " code %" PRId64 ")", at,
+			   v[2], v[1]);
+		} else if (uffd) {
+			hole = is_hole(fd, pg);
+		}
+		CK(!hole || (st & VR_STATE_PURGED), "(page %zu is a hole, state %d)", pg, st);
+		CK(trapped || !hole,
+		   "(page %zu, state %d, is a hole the survivor reads as %" PRId64 ", no trap)", pg,
+		   st, v[0]);
+		kept += !trapped && (st & VR_STATE_PURGED);
 	}
-	printf("survivor: %d kills, %" PRIu64 " repairs here\n", killed,
-	       vr_ctx_stat(VS.ctx, VR_STAT_REPAIRS));
+	printf("survivor: %d kills, %" PRIu64 " repairs here, %d purged pages kept their data\n",
+	       killed, vr_ctx_stat(VS.ctx, VR_STAT_REPAIRS), kept);
 	close(fd);
 	vr_ctx_destroy(VS.ctx);
 }

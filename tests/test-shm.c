@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * test-shm.c - the invariants of a shared state (src/shared.h) across
+ * test-shm.c - the invariants of a shared state (src/mem/mem-shared.h) across
  * processes killed at random instants (S30), checked from the inside
  *
  * A child joins the parent's shared region and marks, unmarks and purges
@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 #define PAGES 256
 

@@ -319,6 +319,21 @@ static inline int vt_run_scenario_trap(const char *name, const char *trap, const
 				 WIFSIGNALED(vt_st_) ? WTERMSIG(vt_st_) : WEXITSTATUS(vt_st_));    \
 	} while (0)
 
+/* the scenario under each trap backend in turn (guard, mprotect, uffd);
+ * a backend that does not work here is skipped, any other status than
+ * exit 0 fails the test */
+static inline void vt_run_scenario_each_trap(const char *name)
+{
+	static const char *const traps[] = { "guard", "mprotect", "uffd" };
+	for (size_t i = 0; i < sizeof(traps) / sizeof(traps[0]); i++) {
+		int st = vt_run_scenario_trap(name, traps[i], NULL);
+		if (st == -77)
+			continue;
+		if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			fail_msg("%s with VRANGE_TRAP=%s: status 0x%x", name, traps[i], st);
+	}
+}
+
 #define vt_assert_killed_by(st, sig)                                                               \
 	do {                                                                                       \
 		int vt_st_ = (st);                                                                 \

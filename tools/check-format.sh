@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check that the C sources follow .clang-format (nothing is rewritten).
 # Usage: tools/check-format.sh [FILE...]
-#        (default: src/*.[ch] include/*.h examples/*.c)
+#        (default: src/*.[ch] src/*/*.[ch] include/*.h examples/*.c)
 # Exit: 0 clean, 1 some file needs formatting (clang-format prints where),
 # 77 no clang-format found.  CLANG_FORMAT=path picks the binary.
 set -uo pipefail
@@ -25,7 +25,7 @@ fi
 if [ $# -gt 0 ]; then
 	files=("$@")
 else
-	files=(src/*.c src/*.h include/*.h examples/*.c)
+	files=(src/*.c src/*.h src/*/*.c src/*/*.h include/*.h examples/*.c)
 fi
 
 bad=0

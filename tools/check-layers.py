@@ -12,8 +12,10 @@ defined and what is static).  The check fails when two modules depend on
 each other, directly or around a circle, and prints each such group with
 one reference per edge so the cause can be found.
 
-Options: --graph prints every edge A -> B (symbol, file); --modules lists
-the modules with their files.  Exit 0: acyclic; 1: cycles; 77: no ctags.
+Options: --graph prints every edge A -> B (one symbol, file); --all prints
+every symbol of every edge instead of one; --modules lists the modules
+with their files.  Exit 0: acyclic; 1: cycles; 77: no ctags (a meson
+test, suite unit: tests/meson.build).
 """
 import os
 import re
@@ -130,7 +132,7 @@ def main(argv):
 	defs = definitions([f for f in files if f.endswith(".c")])
 	own = own_names(files)
 	mods = {f: module_of(src, f) for f in files}
-	edges, why = {}, {}
+	edges, why, every = {}, {}, {}
 	for f in files:
 		a = mods[f]
 		for name in names_in(f):
@@ -141,16 +143,22 @@ def main(argv):
 			if a == b:
 				continue
 			edges.setdefault(a, set()).add(b)
+			every.setdefault((a, b), set()).add("%s (%s -> %s)" % (
+				name, os.path.relpath(f, src), os.path.relpath(d, src)))
 			why.setdefault((a, b), "%s (%s -> %s)" % (name, os.path.relpath(f, src),
 								  os.path.relpath(d, src)))
 	nodes = sorted(set(mods.values()))
 	if "--modules" in argv:
 		for m in nodes:
 			print("%-10s %s" % (m, " ".join(os.path.relpath(f, src) for f in files if mods[f] == m)))
-	if "--graph" in argv:
+	if "--graph" in argv or "--all" in argv:
 		for a in nodes:
 			for b in sorted(edges.get(a, ())):
-				print("%s -> %s: %s" % (a, b, why[(a, b)]))
+				if "--all" in argv:
+					for w in sorted(every[(a, b)]):
+						print("%s -> %s: %s" % (a, b, w))
+				else:
+					print("%s -> %s: %s" % (a, b, why[(a, b)]))
 	bad = [c for c in sccs(nodes, edges) if len(c) > 1]
 	for c in bad:
 		print("cycle among %d modules: %s" % (len(c), " ".join(c)))

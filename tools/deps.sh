@@ -8,7 +8,7 @@
 #                      "test" also what the test suites want
 vr_deps() {
 	local want=(gcc meson ninja-build pkg-config libcmocka-dev)
-	local optional=(libunwind-dev g++ groff-base libsqlite3-dev)
+	local optional=(libunwind-dev g++ groff-base libsqlite3-dev universal-ctags)
 	local missing=() m
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 	command -v meson >/dev/null 2>&1 || missing+=(meson)
@@ -29,6 +29,8 @@ vr_deps() {
 		if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists sqlite3; then
 			opt_missing+=(libsqlite3-dev)
 		fi
+		# the layers test (tools/check-layers.py) reads ctags -x
+		command -v ctags >/dev/null 2>&1 || opt_missing+=(universal-ctags)
 	fi
 	[ ${#missing[@]} -eq 0 ] && [ ${#opt_missing[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "${VR_NO_INSTALL:-}" ]; then

@@ -237,6 +237,20 @@ class Doc:
         return "".join(out)
 
 
+def bullet_items(block):
+    """The items of a block written as a "- " list (continuation lines
+    joined to their item), or [] when the block is no list."""
+    if not any(b.lstrip().startswith("- ") for b in block):
+        return []
+    items = []
+    for b in block:
+        if b.lstrip().startswith("- "):
+            items.append(b.strip()[2:])
+        elif items:
+            items[-1] += " " + b.strip()
+    return items
+
+
 def preformatted(block):
     """A block laid out in columns (a table in a comment), not prose."""
     for b in block:
@@ -258,13 +272,8 @@ def overview(lines, doc):
     def flush_block():
         if not block:
             return
-        if any(b.lstrip().startswith("- ") for b in block):
-            items = []
-            for b in block:
-                if b.lstrip().startswith("- "):
-                    items.append(b.strip()[2:])
-                elif items:
-                    items[-1] += " " + b.strip()
+        items = bullet_items(block)
+        if items:
             out.extend("- " + doc.inline(it) for it in items)
         elif preformatted(block):
             out.append("```")
@@ -372,9 +381,9 @@ def generate(header_path):
         "# libvrange API reference",
         "",
         "One header, `#include <vrange.h>`; link with `$(pkg-config --cflags --libs libvrange)`.",
-        "The header is the source of this page; the contract behind it (rules S1-S18) is",
-        "summarised in [the README](../README.md), the bad-input results are in",
-        "[bad-input.md](bad-input.md).",
+        "The header is the source of this page; [the README](../README.md) explains the",
+        "concepts (regions, ranges, objects, purging, sharing, limits), and what each",
+        "call returns for bad input is in [bad-input.md](bad-input.md).",
         "",
         "## Overview",
         "",

@@ -141,13 +141,8 @@ def overview_page(intro, sections, roff, version):
     def flush():
         if not block:
             return
-        if any(b.lstrip().startswith("- ") for b in block):
-            items = []
-            for b in block:
-                if b.lstrip().startswith("- "):
-                    items.append(b.strip()[2:])
-                elif items:
-                    items[-1] += " " + b.strip()
+        items = api.bullet_items(block)
+        if items:
             for it in items:
                 out.extend([".IP \\(bu 2", line_start(roff.inline(it))])
         elif api.preformatted(block):

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-psi.c - PSI triggers (/proc/pressure/memory, and a cgroup2's
- * memory.pressure through mon-cgroup2.c): "some" -> MODERATE, "full" ->
+ * monitor-psi.c - PSI triggers (/proc/pressure/memory, and a cgroup2's
+ * memory.pressure through monitor-cgroup2.c): "some" -> MODERATE, "full" ->
  * CRITICAL.
  */
 #define _GNU_SOURCE
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 /* stall time per 1 s window; the 2 s retry keeps the ratio */
 #define MON_PSI_SOME_US 150000 /* "some" 15% -> MODERATE */
@@ -51,7 +51,7 @@ int mon_psi_open(struct mon_psi *t, const char *path)
 	if (fd < 0)
 		return fd;
 	t->trig_fd[0] = fd;
-	t->armed_ms[0] = t->armed_ms[1] = mon_now_ms();
+	t->armed_ms[0] = t->armed_ms[1] = vr_now_ms();
 	t->seen[0] = t->seen[1] = false;
 	fd = psi_trigger(path, "full", MON_PSI_FULL_US, &t->win_ms[1]);
 	if (fd >= 0)

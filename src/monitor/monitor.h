@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * monitor.h - internals of the memory-pressure monitor (issues 5, 12)
+ * monitor.h - internals of the memory-pressure monitor
  *
- *   monitor.c       the thread, its loop, the source set, start/stop
- *   mon-policy.c    pure decisions (coalescing, rate limits, levels, the
- *                   limit's threshold/target/budget/poll rate): every
- *                   function takes `now` and touches no system state
- *   mon-platform.c  discovery and parsing: cgroup paths, mountinfo,
- *                   /proc/self/cgroup, limit files, "key value" files
- *   mon-psi.c, mon-cgroup2.c, mon-cgroup1.c, mon-meminfo.c, mon-limit.c
- *                   one source each, behind struct mon_source
+ *   monitor.c           the thread, its loop, the source set, start/stop
+ *   monitor-policy.c    pure decisions (coalescing, rate limits, levels, the
+ *                       limit's threshold/target/budget/poll rate): every
+ *                       function takes `now` and touches no system state
+ *   monitor-platform.c  discovery and parsing: cgroup paths, mountinfo,
+ *                       /proc/self/cgroup, limit files, "key value" files
+ *   monitor-psi.c, monitor-cgroup2.c, monitor-cgroup1.c, monitor-meminfo.c,
+ *   monitor-limit.c     one source each, behind struct mon_source
  *
  * Everything in struct vr_monitor is owned by the monitor thread once it
  * runs; vr_monitor_start() sets it up before the thread exists and
@@ -27,7 +27,7 @@
 
 #include "private.h"
 
-/* ---- mon-policy.c: pure, unit-tested directly ---- */
+/* ---- monitor-policy.c: pure, unit-tested directly ---- */
 
 #define MON_GAP_MS 200 /* at most one action per level per gap */
 #define MON_REPEAT_MODERATE_MS 10000
@@ -87,7 +87,7 @@ uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint6
 unsigned mon_limit_interval(const struct mon_limit_plan *pl, uint64_t usage, uint64_t prev_usage,
 			    unsigned prev_ms) _nonnull_();
 
-/* ---- mon-platform.c: discovery and parsing ---- */
+/* ---- monitor-platform.c: discovery and parsing ---- */
 
 ssize_t mon_read_text(const char *dir, const char *name, char *buf, size_t size);
 bool mon_exists_in(const char *dir, const char *name) _nonnull_();
@@ -211,7 +211,6 @@ struct vr_monitor {
 
 #define MON_AUTO (-1)
 
-uint64_t mon_now_ms(void);
 /* a source signalled a level (edge): coalesced by the policy */
 void mon_raise(struct vr_monitor *m, int level, const char *why) _nonnull_();
 /* a level-triggered source measured level now */

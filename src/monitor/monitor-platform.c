@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-platform.c - where the monitor's files are: cgroup mounts, the
+ * monitor-platform.c - where the monitor's files are: cgroup mounts, the
  * process's cgroups (/proc/self/cgroup, /proc/self/mountinfo), limit
  * files along a cgroup's ancestors, and parsing of the kernel's text
  * files.  The parsers take text, so tests feed them directly; the walk
@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 void mon_close_fd(int *fd)
 {

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * trap.c - how discarded pages are made to fault: the trap backends
+ * mem-trap.c - how discarded pages are made to fault: the trap backends
  *
- * A backend is a struct vr_trap_ops (private.h): arm/disarm of a
+ * A backend is a struct vr_trap_ops (mem/mem.h): arm/disarm of a
  * page-aligned span, whether arming also frees private anonymous pages,
- * and optional per-region hooks.  Two backends today:
+ * and optional per-region hooks.  Three backends, and the guard protocol
+ * (mem-trap-coop.c) for shared regions where userfaultfd is refused:
  *   guard     madvise(MADV_GUARD_INSTALL / MADV_GUARD_REMOVE): page-table
  *             markers, no VMA split, SIGSEGV with SEGV_MAPERR on touch.
  *             Installing a marker on private anonymous memory also frees
@@ -14,13 +15,16 @@
  *             an adopted span that had it): works everywhere, splits
  *             VMAs (vm.max_map_count), SIGSEGV with SEGV_ACCERR.
  *   uffd      userfaultfd in missing mode with the SIGBUS feature
- *             (trap-uffd.c): the hole punch itself traps, no VMA change,
- *             SIGBUS with BUS_ADRERR on touch (fault.c's SIGBUS entry).
- *             Only for shared regions (S27-S33), see below.  As the
- *             process's backend never chosen automatically: only
- *             VRANGE_TRAP=uffd.
- * Callers only ever go through vr_trap_arm/disarm/attach/detach, on the
- * ops vr_trap_region_ops() gave the region.
+ *             (mem-trap-uffd.c): the hole punch itself traps, no VMA
+ *             change, SIGBUS with BUS_ADRERR on touch (fault.c's SIGBUS
+ *             entry).  The process's backend only with VRANGE_TRAP=uffd;
+ *             shared regions get it wherever it works (S32,
+ *             vr_trap_shared_ops), whatever the process's backend.
+ * Regions go through vr_trap_arm/disarm/attach/detach on the ops
+ * vr_trap_region_ops() gave them, and mem-pages.c through
+ * vr_trap_arm_prot/disarm_prot for large ranges; object chunks
+ * (obj-alloc.c) and the guard protocol (mem-trap-coop.c) call madvise
+ * and mprotect themselves.
  *
  * Rule: a trap that is a hole in the file traps every mapping of the
  * file, so it may only stand for a state that every mapping shares.  A
@@ -32,7 +36,7 @@
  * holes fill them, which must not take its trap away.  So plain memfd
  * regions (and anonymous and adopted ones) are trapped in the process's
  * own page tables under VRANGE_TRAP=uffd too: guard markers where they
- * work, else mprotect (issue 21, items 4 and 5).
+ * work, else mprotect.
  *
  * The backend is chosen once per process (under vr_global_lock, at the
  * first vr_ctx_new) by a probe, or forced by VRANGE_TRAP, and never
@@ -46,15 +50,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
-
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_GUARD_REMOVE
-#define MADV_GUARD_REMOVE 103
-#endif
 
 /* ---- guard markers ---- */
 
@@ -62,7 +59,7 @@
  * accesses fail with EFAULT: check both on a scratch memfd. */
 static bool guard_probe(void)
 {
-	size_t pg = (size_t)1 << vr_page_shift();
+	size_t pg = vr_page_size();
 	bool ok = false;
 	int p[2] = { -1, -1 };
 	int fd = memfd_create("vrange-probe", MFD_CLOEXEC);
@@ -141,7 +138,8 @@ static const struct vr_trap_ops backends[] = {
 		.disarm = mprotect_disarm,
 	},
 	{
-		/* last: mprotect always works, so only VRANGE_TRAP=uffd picks it */
+		/* last: mprotect always works, so only VRANGE_TRAP=uffd makes it
+		 * the process's backend (shared regions: vr_trap_shared_ops) */
 		.id = VR_TRAP_UFFD,
 		.name = "uffd",
 		.probe = vr_uffd_probe,

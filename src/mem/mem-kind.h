@@ -18,7 +18,7 @@
  *                    (vr_region_adopt): discarded as vr_kind_anon, but
  *                    never unmapped: destroy disarms the traps instead.
  *
- * The trap is not the kind's business: purge.c arms it (guard markers,
+ * The trap is not the kind's business: mem-pages.c arms it (guard markers,
  * or mprotect for large ranges and on the mprotect backend) and takes it
  * down on restore, and then every kind reads 0 where it freed pages.  In
  * between, free_pages frees the memory of the armed span: it is called
@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 struct vr_region;
 

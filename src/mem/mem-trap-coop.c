@@ -45,16 +45,9 @@
 #include <time.h>
 
 #include "coop.h"
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
-#include "shared.h"
-
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_GUARD_REMOVE
-#define MADV_GUARD_REMOVE 103
-#endif
+#include "mem/mem-shared.h"
 
 /* how long a purge waits for every mapper to arm */
 #define VR_COOP_TIMEOUT_MS 100

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 #define VR_AGE_HEAP(name, type)                                                                    \
 	static inline _unused_ void name##_sift_down(type *h, size_t n, size_t i)                  \

@@ -153,9 +153,8 @@ int vr_shared_create(const char *name, size_t size, struct vr_shm_tail *t);
 int vr_shared_get(int fd, const struct stat *st, const struct vr_shm_tail *t,
 		  struct vr_shm_map **out);
 void vr_shared_put(struct vr_shm_map *sm, bool inherited);
-void vr_shared_atfork_prepare(void);
-void vr_shared_atfork_parent(void);
-void vr_shared_atfork_child(void);
+/* shm_lock (VR_RANK_SHM) across fork, registered by lib.c */
+extern const struct vr_atfork vr_shared_atfork;
 
 /* the region lock of a shared region (vr_region_lock without the seq
  * bump when raw): repairs after a dead holder */

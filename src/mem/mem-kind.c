@@ -14,7 +14,7 @@
  * The VMA budget is the trap backend's: an mprotect that fails with
  * ENOMEM at vm.max_map_count skips the range for either kind.
  *
- * Restoring is the trap's business (purge.c): a punched memfd page or a
+ * Restoring is the trap's business (mem-pages.c): a punched memfd page or a
  * freed anonymous page reads 0 once the trap is off.
  */
 #define _GNU_SOURCE
@@ -27,8 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "inject.h"
-#include "kind.h"
+#include "base/inject.h"
+#include "mem/mem-kind.h"
 #include "private.h"
 
 /* ---- memfd ---- */
@@ -44,10 +44,7 @@ static int memfd_free(struct vr_region *r, uint64_t p0, uint64_t p1, bool trap_f
 
 static uint64_t memfd_footprint(struct vr_region *r)
 {
-	struct stat st;
-	if (fstat(r->fd, &st) < 0)
-		return 0;
-	return (uint64_t)st.st_blocks * 512;
+	return vr_fd_bytes(r->fd);
 }
 
 /* inherited: nothing is mapped in the child (MADV_DONTFORK), the fd is
@@ -98,7 +95,7 @@ static int anon_free(struct vr_region *r, uint64_t p0, uint64_t p1, bool trap_fr
 static uint64_t anon_footprint(struct vr_region *r)
 {
 	unsigned char vec[4096];
-	size_t pg = (size_t)1 << vr_page_shift(), resident = 0;
+	size_t pg = vr_page_size(), resident = 0;
 	for (size_t off = 0; off < r->map_size;) {
 		size_t n = (r->map_size - off) >> vr_page_shift();
 		if (n > sizeof(vec))

@@ -4,9 +4,9 @@
  *
  * The thread runs a SET of sources together: one pressure source (the
  * first of cgroup v2, system PSI, cgroup v1, /proc/meminfo that works;
- * VRANGE_MONITOR forces one) and the limit watcher (mon-limit.c) when the
+ * VRANGE_MONITOR forces one) and the limit watcher (monitor-limit.c) when the
  * process has a memory limit.  Pressure sources signal levels that the
- * policy (mon-policy.c) coalesces and rate-limits; the thread acts on them
+ * policy (monitor-policy.c) coalesces and rate-limits; the thread acts on them
  * through vr_ctx_notify_pressure() (API S11).  The limit watcher purges
  * to its target itself and publishes the ctx's budget (S34).  Both take
  * the ctx's purge lock and one region lock at a time inside the purge
@@ -17,8 +17,8 @@
  * its stack, mlock()s its stack top and the library's code where
  * RLIMIT_MEMLOCK allows (failure ignored), and with a limit to watch asks
  * for SCHED_FIFO priority 1, else nice -5 (EPERM ignored).  The purge
- * path opens no file and, for up to 32 regions with purgeable ranges,
- * allocates nothing.  Thresholds and latencies: doc/monitor.md.
+ * path opens no file and allocates nothing: the purge heap has room for
+ * every region, reserved when the region is created.  Thresholds and latencies: doc/monitor.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,17 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MON_MIN_LOOP_MS 10            /* at most 100 wake-ups handled per second */
 #define MON_STACK_PREFAULT (64 << 10) /* stack touched and locked at start */
-
-uint64_t mon_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static const char *level_name(int level)
 {
@@ -104,7 +97,7 @@ static void publish(struct vr_monitor *m)
 static void activate(struct vr_monitor *m, const struct mon_source *s)
 {
 	m->active |= 1u << s->id;
-	m->next_check[s->id] = s->check && s->period_ms ? mon_now_ms() + s->period_ms : 0;
+	m->next_check[s->id] = s->check && s->period_ms ? vr_now_ms() + s->period_ms : 0;
 }
 
 static void deactivate(struct vr_monitor *m, const struct mon_source *s)
@@ -191,7 +184,7 @@ static int lock_code(struct dl_phdr_info *info, size_t size, void *self)
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 		if (ph->p_type != PT_LOAD || addr < lo || addr >= lo + ph->p_memsz)
 			continue;
-		uintptr_t pg = (uintptr_t)1 << vr_page_shift();
+		uintptr_t pg = (uintptr_t)vr_page_size();
 		uintptr_t a = lo & ~(pg - 1), b = (lo + ph->p_memsz + pg - 1) & ~(pg - 1);
 		if (mlock((void *)a, b - a) < 0)
 			vr_dbg("monitor: mlock of the library's code: %m (ignored)");
@@ -218,7 +211,7 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 	size_t size;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
 		if (pthread_attr_getstack(&a, &base, &size) == 0 && size > MON_STACK_PREFAULT) {
-			uintptr_t pg = (uintptr_t)1 << vr_page_shift();
+			uintptr_t pg = (uintptr_t)vr_page_size();
 			uintptr_t top = ((uintptr_t)base + size) & ~(pg - 1);
 			*lk = (void *)(top - MON_STACK_PREFAULT);
 			if (mlock(*lk, MON_STACK_PREFAULT) == 0)
@@ -227,8 +220,9 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 		pthread_attr_destroy(&a);
 	}
 	bool f = false;
+	/* any code address of the library finds its text segment */
 	if (atomic_compare_exchange_strong(&code_locked, &f, true))
-		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_purge_lru);
+		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_monitor_start);
 	if (!(m->active & (1u << VR_MONITOR_LIMIT)) || !m->lim.kind)
 		return;
 	struct sched_param sp = { .sched_priority = 1 };
@@ -325,7 +319,7 @@ static void *monitor_main(void *arg)
 	size_t lklen;
 	harden(m, &lk, &lklen);
 
-	uint64_t now = mon_now_ms();
+	uint64_t now = vr_now_ms();
 	for (;;) {
 		build_pollfds(m, &f);
 		int r = poll(f.pfd, (nfds_t)f.n, poll_timeout(m, now));
@@ -336,14 +330,14 @@ static void *monitor_main(void *arg)
 		}
 		if (r > 0 && f.pfd[0].revents)
 			break;
-		now = mon_now_ms();
+		now = vr_now_ms();
 		if (r > 0) {
 			/* a storm of wake-ups is handled at most every
 			 * MON_MIN_LOOP_MS: the rest coalesces meanwhile */
 			if (now - m->last_wake < MON_MIN_LOOP_MS && !limit_woke(&f)) {
 				if (woken(m->wake_fd, (int)(m->last_wake + MON_MIN_LOOP_MS - now)))
 					break;
-				now = mon_now_ms();
+				now = vr_now_ms();
 			}
 			m->last_wake = now;
 			handle_fds(m, &f, now);
@@ -390,19 +384,9 @@ int vr_monitor_start(struct vr_ctx *ctx)
 	m->forced = parse_forced();
 	select_sources(m);
 
-	/* the thread takes no application signal: all blocked but the
-	 * synchronous ones, which must never be blocked */
-	sigset_t all, old;
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int err = pthread_create(&m->thread, NULL, monitor_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!err) /* named here, so it is named when vr_ctx_new returns */
-		pthread_setname_np(m->thread, "vrange-mon");
+	/* the thread takes no application signal; named before vr_ctx_new
+	 * returns */
+	int err = vr_thread_start(&m->thread, monitor_main, m, "vrange-mon");
 	if (err) {
 		vr_dbg("monitor: pthread_create: %s", strerror(err));
 		monitor_free(m);
@@ -431,4 +415,14 @@ void vr_monitor_stop(struct vr_ctx *ctx, bool inherited)
 	monitor_free(m);
 	atomic_store(&ctx->monitor_source, VR_MONITOR_NONE);
 	atomic_store(&ctx->monitor_sources, 0);
+}
+
+_export_ const char *vr_monitor_source_name(int source)
+{
+	static const char *const names[] = {
+		"none", "cgroup2", "psi", "cgroup1", "meminfo", "limit"
+	};
+	if (source < 0 || (size_t)source >= VR_ARRAY_SIZE(names))
+		return "unknown";
+	return names[source];
 }

@@ -12,13 +12,11 @@
  * Debian's liburcu 0.13 also lacks ThreadSanitizer annotations.
  *
  * So the registry is a tiny purpose-built RCU: an immutable sorted array
- * published through one atomic pointer, and reader counters indexed by
- * the parity of an epoch (sharded per thread, see below).  A reader
- * increments its readers[shard].n[epoch & 1], loads
- * the pointer, searches, decrements.  A writer (serialized by wlock)
- * publishes a new array, then twice flips the epoch and waits for the
- * counter of the parity it left to drain; after the two flips no reader
- * can hold the old array, which is then freed.  Reader sections are a
+ * published through one atomic pointer, read in sections of the
+ * reader-epoch scheme (epoch.h).  A reader enters, loads the pointer,
+ * searches, leaves.  A writer (serialized by wlock) publishes a new
+ * array, then synchronizes; after that no reader can hold the old array,
+ * which is then freed.  Reader sections are a
  * binary search long, so writers wait microseconds at most.  All accesses
  * are seq_cst C11 atomics, which ThreadSanitizer understands.
  *
@@ -32,7 +30,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "inject.h"
+#include "base/inject.h"
+#include "base/epoch.h"
 #include "private.h"
 
 /* r is NULL once the region was removed (a tombstone, see update()) */
@@ -49,27 +48,9 @@ struct snap {
 };
 
 static _Atomic(struct snap *) current;
-static _Atomic unsigned long epoch;
-/* reader counters, sharded so that threads looking up addresses (every
- * pointer-style call) do not bounce one cache line: a thread takes a shard
- * by a per-thread index handed out on its first lookup */
-#define NSHARDS 16
-static struct {
-	_Atomic long n[2];
-} __attribute__((aligned(64))) readers[NSHARDS];
-static _Atomic unsigned next_shard;
-static __thread unsigned my_shard __attribute__((tls_model("initial-exec")));
-
-/* async-signal-safe: a TLS read and, once per thread, an atomic add */
-static inline _Atomic long *reader_counter(unsigned long e)
-{
-	unsigned s = my_shard;
-	if (!s) {
-		s = atomic_fetch_add(&next_shard, 1) % NSHARDS + 1;
-		my_shard = s;
-	}
-	return &readers[s - 1].n[e & 1];
-}
+/* reader sections (epoch.h): sharded so that threads looking up addresses
+ * (every pointer-style call) do not bounce one cache line */
+static struct vr_epoch ep;
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
 
 /* index of the first entry with base >= b (binary search) */
@@ -105,11 +86,9 @@ static void *overlapping(struct snap *s, uintptr_t a, uintptr_t b, int kind)
 
 static void *lookup_span(uintptr_t a, uintptr_t b, int kind)
 {
-	unsigned long e = atomic_load(&epoch);
-	_Atomic long *cnt = reader_counter(e);
-	atomic_fetch_add(cnt, 1);
+	unsigned long e = vr_epoch_enter(&ep);
 	void *found = overlapping(atomic_load(&current), a, b, kind);
-	atomic_fetch_sub(cnt, 1);
+	vr_epoch_leave(&ep, e);
 	return found;
 }
 
@@ -132,12 +111,7 @@ bool vr_registry_overlaps(const void *addr, size_t len)
 
 static void synchronize(void)
 {
-	for (int i = 0; i < 2; i++) {
-		unsigned long e = atomic_fetch_add(&epoch, 1);
-		for (int s = 0; s < NSHARDS; s++)
-			while (atomic_load(&readers[s].n[e & 1]) != 0)
-				sched_yield();
-	}
+	vr_epoch_synchronize(&ep);
 }
 
 /* Adding publishes a sorted copy of the array with r in it and the
@@ -234,9 +208,6 @@ void vr_registry_atfork_child(void)
 	 * its adopted spans belong to inherited regions, never looked up */
 	free(atomic_load(&current));
 	atomic_store(&current, NULL);
-	for (int s = 0; s < NSHARDS; s++) {
-		atomic_store(&readers[s].n[0], 0);
-		atomic_store(&readers[s].n[1], 0);
-	}
+	vr_epoch_reset(&ep, NULL);
 	pthread_mutex_init(&wlock, NULL);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-limit.c - the limit watcher (API S34, A3): keeps the process's
+ * monitor-limit.c - the limit watcher (API S34, A3): keeps the process's
  * memory limit from being reached because of the ctx's unpurged volatile
  * bytes.
  *
@@ -21,7 +21,7 @@
  * followed, vr_ctx_memory_limit() included.  With no limit the watcher
  * stays, idle but for that re-detection, and its source bit is hidden.
  *
- * Three mechanisms, lines from mon-policy.c:
+ * Three mechanisms, lines from monitor-policy.c:
  *   - a v1 usage threshold (cgroup.event_control + eventfd on
  *     memory.usage_in_bytes) at plan.threshold wakes the monitor within
  *     ~0.3 ms of a crossing; v2 memory.events POLLPRI (high, max).  These
@@ -35,7 +35,7 @@
  *     in the marking thread, with no system call (vr_ctx_effective_limit),
  *     so the marking thread purges for itself when the monitor is late.
  * A crossing purges in S8 order until usage is back at plan.target, never
- * further (one range of overshoot at most): vr_purge_lru(BYTES, excess).
+ * further (one range of overshoot at most): vr_ctx_purge_lru(BYTES, excess).
  *
  * The purge path allocates nothing and opens nothing: the usage files are
  * opened once and re-read with pread.  One limit purge at a time per
@@ -55,7 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MON_LIMIT_RECHECK_MS 500 /* the limit is detected again this often (A3: 1 s) */
 #define MON_LIMIT_STUCK_MS 50    /* over the threshold, nothing to purge */
@@ -64,13 +64,6 @@
 /* pid of the process whose monitor runs a limit purge, or 0; a pid that
  * is not ours was inherited across fork() and counts as free */
 static _Atomic pid_t limit_owner;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* whole small file at fd into buf (NUL terminated); false if empty */
 static bool pread_text(int fd, char *buf, size_t size)
@@ -149,7 +142,7 @@ static bool dbg_due(struct mon_limit *l)
 {
 	if (!atomic_load_explicit(&vr_debug, memory_order_relaxed))
 		return false;
-	uint64_t now = mon_now_ms();
+	uint64_t now = vr_now_ms();
 	if (l->dbg_ms && now - l->dbg_ms < MON_LIMIT_DBG_MS) {
 		l->dbg_quiet++;
 		return false;
@@ -177,8 +170,8 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 	}
 	uint64_t start = usage, before = atomic_load(&c->purges), total = 0;
 	/* the first range alone, to time the first byte purged */
-	ssize_t got = vr_purge_lru(c, VR_PURGE_BYTES, 1);
-	uint64_t lat = now_ns() - t0;
+	ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_BYTES, 1);
+	uint64_t lat = vr_now_ns() - t0;
 	for (int i = 0; got > 0 && i < 8; i++) {
 		total += (uint64_t)got;
 		if (!read_usage(l, &usage))
@@ -186,7 +179,7 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 		uint64_t n = mon_limit_excess(&l->plan, usage);
 		if (!n)
 			break;
-		got = vr_purge_lru(c, VR_PURGE_BYTES, n);
+		got = vr_ctx_purge_lru(c, VR_PURGE_BYTES, n);
 	}
 	atomic_store(&limit_owner, 0);
 	if (total) {
@@ -214,7 +207,7 @@ static int64_t limit_purge(struct vr_monitor *m, uint64_t *usage_io, uint64_t t0
 /* ms to the next re-detection of the limit */
 static unsigned until_recheck(const struct mon_limit *l)
 {
-	uint64_t now = mon_now_ms();
+	uint64_t now = vr_now_ms();
 	return l->recheck_ms > now ? (unsigned)(l->recheck_ms - now) : MON_LIMIT_MIN_MS;
 }
 
@@ -222,7 +215,7 @@ static unsigned until_recheck(const struct mon_limit *l)
 static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
 {
 	struct mon_limit *l = &m->lim;
-	uint64_t usage, t0 = now_ns();
+	uint64_t usage, t0 = vr_now_ns();
 	if (!l->kind)
 		return until_recheck(l);
 	if (!read_usage(l, &usage))
@@ -402,7 +395,7 @@ static int limit_open(struct vr_monitor *m)
 		vr_dbg("monitor: limit: off (VRANGE_MEMORY_LIMIT)");
 		return -ENOENT;
 	}
-	l->recheck_ms = mon_now_ms() + MON_LIMIT_RECHECK_MS;
+	l->recheck_ms = vr_now_ms() + MON_LIMIT_RECHECK_MS;
 	if (limit != UINT64_MAX) {
 		l->env = limit;
 		l->own = true;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-policy.c - the monitor's decisions, free of system state: every
+ * monitor-policy.c - the monitor's decisions, free of system state: every
  * function takes the time as a parameter and reads no file, so
  * tests/test-policy.c drives them directly.
  *
@@ -17,7 +17,7 @@
  * the cgroup holds that is not this ctx's unpurged volatile bytes.  It is
  * exact however fast the ctx marks, stale only in the other usage.
  */
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 void mon_pol_raise(struct mon_policy *p, int level)
 {

@@ -11,9 +11,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
-#include "shared.h"
+#include "mem/mem-shared.h"
 
 #define TAIL_BYTES ((uint64_t)sizeof(struct vr_shm_tail))
 
@@ -138,25 +138,28 @@ fail:
 
 /* ---- this process's mappings of shared states, one per file ----
  * shm_lock (rank VR_RANK_SHM) guards the list; a child of fork() gets it
- * re-initialised (vr_shared_atfork_child) and its inherited entries are
+ * re-initialised (its fork hook) and its inherited entries are
  * only freed (their mappings are MADV_DONTFORK: not in the child). */
 static pthread_mutex_t shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vr_shm_map *shm_list;
 
-void vr_shared_atfork_prepare(void)
+static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&shm_lock);
 }
 
-void vr_shared_atfork_parent(void)
+static void atfork_parent(void)
 {
 	pthread_mutex_unlock(&shm_lock);
 }
 
-void vr_shared_atfork_child(void)
+static void atfork_child(void)
 {
 	pthread_mutex_init(&shm_lock, NULL);
 }
+
+const struct vr_atfork vr_shared_atfork = { VR_RANK_SHM, atfork_prepare, atfork_parent,
+					    atfork_child };
 
 int vr_shared_get(int fd, const struct stat *st, const struct vr_shm_tail *t,
 		  struct vr_shm_map **out)
@@ -210,7 +213,7 @@ out:
 
 /* inherited (a fork child, vr_global_lock held): only the child's copy of
  * the list entry is freed; the lock may be a copy of a held one, and the
- * list is the child's own after vr_shared_atfork_child */
+ * list is the child's own after its fork hook */
 void vr_shared_put(struct vr_shm_map *sm, bool inherited)
 {
 	if (!inherited)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 
 #if VR_FAULT_INJECTION

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-cgroup1.c - cgroup v1 memory.pressure_level of the process's memcg:
+ * monitor-cgroup1.c - cgroup v1 memory.pressure_level of the process's memcg:
  * "medium" -> MODERATE, "critical" -> CRITICAL, each through an eventfd
  * registered in cgroup.event_control (with ",hierarchy" where known).
  */
@@ -13,7 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 static int cg1_register(int ctl_fd, int efd, int level_fd, const char *level)
 {

@@ -25,9 +25,9 @@
  *
  * Plain memfd regions are never registered, even under VRANGE_TRAP=uffd:
  * their state is per process (S17) while a hole is the file's, seen by
- * every mapping (trap.c's rule; issue 21, items 4 and 5).
+ * every mapping (mem-trap.c's rule).
  * Those, and anonymous and adopted regions, are trapped with guard
- * markers or mprotect (SIGSEGV) under this backend: see trap.c.
+ * markers or mprotect (SIGSEGV) under this backend: see mem-trap.c.
  *
  * In a fork child an inherited region's userfaultfd still refers to the
  * parent's memory: the child only closes it (detach, inherited), and never
@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "coop.h"
-#include "inject.h"
+#include "base/inject.h"
 #include "private.h"
 
 #if HAVE_VALGRIND_H
@@ -95,7 +95,7 @@ static int uffd_register(int uffd, void *addr, size_t len)
  * to register a shared memfd mapping in missing mode */
 bool vr_uffd_probe(void)
 {
-	size_t pg = (size_t)1 << vr_page_shift();
+	size_t pg = vr_page_size();
 	bool ok = false;
 	int uffd = uffd_open();
 	if (uffd < 0)

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* mon-meminfo.c - polling MemAvailable against MemTotal in /proc/meminfo */
+/* monitor-meminfo.c - polling MemAvailable against MemTotal in /proc/meminfo */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MON_MEMINFO_PERIOD_MS 5000 /* Chromium's Linux evaluator period */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * mon-cgroup2.c - the process's cgroup v2 (or VRANGE_CGROUP_DIR): counts
+ * monitor-cgroup2.c - the process's cgroup v2 (or VRANGE_CGROUP_DIR): counts
  * of memory.events rising, memory.current against memory.high/max, and
  * memory.pressure triggers on a real cgroup2 file system.  Changes are
  * noticed through inotify on the directory, POLLPRI on memory.events
@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #define MON_CG2_PERIOD_MS 1000 /* files re-read at least this often */
 
@@ -160,7 +160,7 @@ static int cg2_open(struct vr_monitor *m)
 		mon_close_fd(&g->ino_fd);
 	}
 	/* baseline now, so that a change right after vr_ctx_new counts */
-	cg2_check(m, mon_now_ms());
+	cg2_check(m, vr_now_ms());
 	vr_dbg("monitor: cgroup2: watching %s%s%s", g->dir, g->seam ? " (VRANGE_CGROUP_DIR)" : "",
 	       g->trig.trig_fd[0] >= 0 ? " with memory.pressure triggers" : "");
 	return 0;

@@ -20,7 +20,6 @@
 #include "private.h"
 
 _Atomic int vr_debug;
-unsigned vr_pg_shift;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static vr_log_fn log_fn; /* protected by log_lock */
 static void *log_arg;    /* protected by log_lock */

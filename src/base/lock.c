@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lock.h"
+#include "base/lock.h"
 #include "private.h"
 
 __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));

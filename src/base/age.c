@@ -28,7 +28,6 @@
 #include <time.h>
 
 #include "private.h"
-#include "shared.h"
 
 static bool use_clock;
 static _Atomic uint64_t counter;
@@ -76,11 +75,8 @@ uint64_t vr_age_after(uint64_t *last)
 }
 
 /* a shared file's stamps always come from CLOCK_MONOTONIC (S29: ages of
- * different processes compare), raised above the youngest stamp the file
- * handed out (in its state, under its lock) */
-uint64_t vr_age_next(struct vr_region *r)
+ * different processes compare), whatever private regions use */
+uint64_t vr_age_after_clock(uint64_t *last)
 {
-	if (r->shm)
-		return stamp(&r->shm->last_age, true);
-	return vr_age_after(&r->last_age);
+	return stamp(last, true);
 }

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * refault.h - the fault path's re-fault record, one per thread, shared by
+ * region faults (fault.c) and object faults (obj.c)
+ *
+ * A fault on memory the library owns but did not discard (a restore raced
+ * the access) is re-run once; faulting again at the same address with the
+ * same trap generation means nothing changed: not ours, forwarded.  A
+ * fault on discarded memory calls the application's handler at most
+ * VR_MAX_REFAULTS times in a row for one address and generation, then
+ * SIGBUS.  Trap generations are unique in the process (vr_trap_gen_next),
+ * so a region created at a reused address, or an object page, never
+ * matches an old record.  Async-signal-safe: TLS only.
+ */
+#ifndef VR_REFAULT_H
+#define VR_REFAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VR_MAX_REFAULTS 8
+
+struct vr_refault {
+	void *addr;
+	uint64_t gen;
+	unsigned count;
+};
+extern __thread struct vr_refault vr_refault_tls __attribute__((tls_model("initial-exec")));
+
+/* nothing discarded at addr: true = re-run the access (recorded), false =
+ * it faulted there before with nothing changed (record cleared) */
+static inline bool vr_refault_rerun(void *addr, uint64_t gen)
+{
+	struct vr_refault *t = &vr_refault_tls;
+	if (t->addr == addr && t->gen == gen) {
+		t->addr = NULL;
+		return false;
+	}
+	*t = (struct vr_refault){ addr, gen, 0 };
+	return true;
+}
+
+/* a fault on discarded memory, counted: may the handler run once more? */
+static inline bool vr_refault_handler_allowed(void *addr, uint64_t gen)
+{
+	struct vr_refault *t = &vr_refault_tls;
+	bool same = t->addr == addr && t->gen == gen;
+	t->count = same ? t->count + 1 : 1;
+	t->addr = addr;
+	t->gen = gen;
+	return t->count <= VR_MAX_REFAULTS;
+}
+
+/* before a SIGBUS (whose handler may siglongjmp): nothing is left open */
+static inline void vr_refault_forget(void)
+{
+	vr_refault_tls.addr = NULL;
+}
+
+#endif

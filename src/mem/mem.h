@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * mem.h - a region's memory: trap backends, discard/restore, trap
+ * generations (mem-trap*.c, mem-pages.c); memory kinds (mem-kind.h) and
+ * the shared file state (mem-shared.h) are the other parts of the module.
+ *
+ * The module's one mutual pair: the guard-protocol backend
+ * (mem-trap-coop.c) takes a shared file's lock (mem-shared.c), and the
+ * shared file's repair re-arms through that backend.  Both are inside
+ * mem/, so no other module depends on the pair.
+ */
+#ifndef VR_MEM_H
+#define VR_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+
+struct vr_region;
+
+/* ---- mem-trap.c: backends ---- */
+/* How discarded pages are made to fault.  One backend per process, chosen
+ * at the first vr_ctx_new and immutable afterwards.  arm/disarm take a
+ * page-aligned span of r and return 0 or -errno; they are called with the
+ * region lock held (purge, unmark) or on a region nobody else may use
+ * (destroy), never from a signal handler. */
+struct vr_trap_ops {
+	int id;              /* enum vr_trap */
+	const char *name;    /* VRANGE_TRAP value */
+	bool (*probe)(void); /* works on this system?  NULL: always */
+	int (*arm)(struct vr_region *r, void *addr, size_t len);
+	int (*disarm)(struct vr_region *r, void *addr, size_t len);
+	/* arming private anonymous memory also frees its pages (guard
+	 * markers): the anonymous kind then needs no MADV_DONTNEED */
+	bool frees_private;
+	/* optional, NULL when there is nothing to do: a new region's mapping
+	 * is ready (0 or -errno, the region is then not created), and the
+	 * region goes away (inherited: in a fork child, no lock, see fork) */
+	int (*attach)(struct vr_region *r);
+	void (*detach)(struct vr_region *r, bool inherited);
+};
+int vr_trap_init(void); /* chooses the backend once; 0 or -errno */
+/* the chosen backend; NULL before vr_trap_init */
+const struct vr_trap_ops *vr_trap_ops(void);
+int vr_trap_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_attach(struct vr_region *r) _nonnull_();
+void vr_trap_detach(struct vr_region *r, bool inherited) _nonnull_();
+/* mprotect whatever the backend (large ranges under guard, mem-pages.c) */
+int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_disarm_prot(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_trap_current(void);
+/* the backend of shared regions (S32): userfaultfd where it works, else
+ * NULL (vr_region_new/from_fd then fail with -EOPNOTSUPP) */
+const struct vr_trap_ops *vr_trap_shared_ops(void);
+/* the ops a new region uses: shared (S27) -> vr_trap_shared_ops(); else
+ * the process's backend, or under uffd the guard or mprotect one (mem-trap.c:
+ * a hole may only trap a state every mapping of the file shares) */
+const struct vr_trap_ops *vr_trap_region_ops(bool shared);
+bool vr_trap_uffd_works(void);
+/* mem-trap-coop.c: shared regions where userfaultfd is refused (S32) */
+extern const struct vr_trap_ops vr_trap_coop;
+void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
+/* repair: every mapping traps [off, off + len) of a purged range (lock
+ * held); 0, or not known trapped everywhere: do not punch */
+int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
+void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
+/* the uffd backend on a shared file: tell its guard-protocol mappers */
+int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len) _nonnull_();
+/* mem-trap-uffd.c: the userfaultfd backend's entries */
+bool vr_uffd_probe(void);
+int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
+int vr_uffd_attach(struct vr_region *r) _nonnull_();
+void vr_uffd_detach(struct vr_region *r, bool inherited) _nonnull_();
+
+/* ---- mem-pages.c: discard and restore (the only place that arms traps
+ * to free a region's pages; objects and shared-file repair punch their own) ---- */
+/* discard [p0, p1) (page aligned) now: arm + punch.  0; or -errno, with
+ * nothing changed (the trap undone); or VR_DISCARD_STUCK: the pages keep
+ * their data but stay trapped (an undo failed), so the caller must treat
+ * them as purged.  Region lock held. */
+#define VR_DISCARD_STUCK 1
+int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
+int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1) _nonnull_();
+void vr_trap_gen_bump(struct vr_region *r) _nonnull_();
+uint64_t vr_trap_gen_next(void); /* a process-wide unique trap generation */
+
+#endif
