@@ -19,6 +19,7 @@
 
 #define VSQ_RESERVE_DEFAULT 12 /* percent of the limit: about 1/8 */
 #define VSQ_RESERVE_MAX 50
+#define VSQ_HOT_MAX 16 /* released pages kept pinned (pcache.h) */
 
 /* set while SQLite is not initialised; read by the methods */
 static struct {
@@ -81,6 +82,12 @@ static void x_shutdown(void *arg)
 	}
 }
 
+/* hot pages (pcache.h): VSQ_HOT_MAX, at most 1/8 of cache_size */
+static unsigned hot_max_of(unsigned n_max)
+{
+	return n_max / 8 < VSQ_HOT_MAX ? n_max / 8 : VSQ_HOT_MAX;
+}
+
 static sqlite3_pcache *x_create(int sz_page, int sz_extra, int purgeable)
 {
 	if (!g.ctx || sz_page <= 0 || sz_extra < 0)
@@ -95,6 +102,7 @@ static sqlite3_pcache *x_create(int sz_page, int sz_extra, int purgeable)
 	c->purgeable = purgeable != 0;
 	c->n_max = 100; /* SQLite sets cache_size right after creating a cache */
 	c->n90 = 90;
+	c->hot_max = hot_max_of(c->n_max);
 	return (sqlite3_pcache *)c;
 }
 
@@ -103,7 +111,9 @@ static void x_cachesize(sqlite3_pcache *pc, int n)
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	c->n_max = n > 0 ? (unsigned)n : 0;
 	c->n90 = c->n_max / 10 * 9 + c->n_max % 10 * 9 / 10;
+	c->hot_max = hot_max_of(c->n_max);
 	if (c->purgeable) {
+		vsq_cool(c, c->hot_max);
 		vsq_trim(c, c->n_max);
 		vsq_spares_trim(c, c->n_max > c->n_page ? c->n_max - c->n_page : 0);
 	}
@@ -116,36 +126,38 @@ static int x_pagecount(sqlite3_pcache *pc)
 	return (int)c->n_page;
 }
 
-/* pins a page found in the table: true when its bytes are intact */
+/* a page found in the table that SQLite does not hold: pinned again and
+ * off the LRU when its bytes are intact (true), else dropped (a miss) */
 static bool take(struct vsq_cache *c, struct vsq_page *p)
 {
 	if (p->vol) {
 		int rc = vr_obj_pin(p->obj);
 		if (rc >= 0)
 			p->vol = false; /* pinned, also when VR_PURGED */
-		if (rc != VR_INTACT)
+		if (rc != VR_INTACT) {
+			/* purged (or access not restored): SQLite reads it again */
+			c->st.purged++;
+			vsq_page_free(c, p);
 			return false;
+		}
+	} else {
+		c->st.hot_hits++;
 	}
 	vsq_lru_del(c, p);
 	p->pinned = true;
 	c->n_pinned++;
+	c->st.hits++;
 	return true;
 }
 
-static sqlite3_pcache_page *x_fetch(sqlite3_pcache *pc, unsigned key, int create)
+/* xFetch past a page SQLite holds: kept out of line so that the common
+ * case (a page SQLite holds already, a hash lookup) needs no stack frame */
+static __attribute__((noinline)) sqlite3_pcache_page *fetch_slow(struct vsq_cache *c,
+								 struct vsq_page *p,
+								 unsigned key, int create)
 {
-	struct vsq_cache *c = (struct vsq_cache *)pc;
-	c->st.fetches++;
-	struct vsq_page *p = vsq_find(c, key);
-	if (p) {
-		if (p->pinned || take(c, p)) {
-			c->st.hits++;
-			return &p->base;
-		}
-		/* purged (or access not restored): a miss, SQLite reads it again */
-		c->st.purged++;
-		vsq_page_free(c, p);
-	}
+	if (p && take(c, p))
+		return &p->base;
 	if (create == 0)
 		return NULL;
 	if (create == 1) {
@@ -154,12 +166,25 @@ static sqlite3_pcache_page *x_fetch(sqlite3_pcache *pc, unsigned key, int create
 			return NULL;
 		}
 		if (budget_low(c->ctx)) {
+			vsq_cool(c, 0); /* the hot pages may go too */
 			c->st.refused_budget++;
 			return NULL;
 		}
 	}
 	p = vsq_page_make(c, key);
 	return p ? &p->base : NULL;
+}
+
+static sqlite3_pcache_page *x_fetch(sqlite3_pcache *pc, unsigned key, int create)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->st.fetches++;
+	struct vsq_page *p = vsq_find(c, key);
+	if (p && p->pinned) {
+		c->st.hits++;
+		return &p->base;
+	}
+	return fetch_slow(c, p, key, create);
 }
 
 static void x_unpin(sqlite3_pcache *pc, sqlite3_pcache_page *pg, int discard)
@@ -172,16 +197,9 @@ static void x_unpin(sqlite3_pcache *pc, sqlite3_pcache_page *pg, int discard)
 	}
 	/* an in-memory database's page stays pinned: its bytes exist nowhere
 	 * else (SQLite discards them anyway, sqlite3.h on bPurgeable) */
-	if (c->purgeable) {
-		if (vr_obj_unpin(p->obj) < 0) {
-			vsq_page_free(c, p); /* clean: SQLite reads it again */
-			return;
-		}
-		p->vol = true;
-	}
 	p->pinned = false;
 	c->n_pinned--;
-	vsq_lru_push(c, p);
+	vsq_lru_push(c, p); /* hot in a purgeable cache: unpinned when it cools */
 }
 
 static void x_rekey(sqlite3_pcache *pc, sqlite3_pcache_page *pg, unsigned old_key, unsigned new_key)

@@ -16,6 +16,15 @@
  *     released (on the cache's LRU) has its object unpinned (vol) in a
  *     purgeable cache, and pinned in an in-memory one (bPurgeable 0, whose
  *     pages are never released without discard anyway).
+ *   - Except the hot pages: in a purgeable cache the hot_max pages SQLite
+ *     released last stay pinned (hot), the youngest end of the LRU, and
+ *     are unpinned when younger ones push them out (vsq_cool).  SQLite
+ *     fetches the same few pages (b-tree roots and inner pages) again and
+ *     again: measured on speedtest1, most fetches hit a page released a
+ *     few fetches earlier, and a pin + unpin pair for each cost more than
+ *     the default cache's whole fetch.  Hot pages are at most hot_max
+ *     pages of pinned memory more; all are cooled when the memory budget
+ *     runs low and at xShrink.
  *   - A dropped page's entry is kept as a spare, its object unpinned, while
  *     pages and spares together are within cache_size (purgeable caches):
  *     freeing an object returns its memory to the kernel (a hole punched,
@@ -42,6 +51,7 @@ struct vsq_page {
 	unsigned key;
 	bool pinned; /* held by SQLite: between xFetch and xUnpin */
 	bool vol;    /* the object is unpinned (volatile) */
+	bool hot;    /* released, object still pinned: one of the n_hot youngest */
 		     /* szExtra bytes follow, 16-byte aligned: base.pExtra */
 };
 
@@ -57,6 +67,8 @@ struct vsq_stats {
 	uint64_t spared;         /* of those, a dropped page's object reused */
 	uint64_t pooled;         /* of those, an object from the pool (pool.c) */
 	uint64_t shrinks;        /* xShrink calls */
+	uint64_t hot_hits;       /* of the hits, a hot page: no pin needed */
+	uint64_t unpins;         /* objects unpinned when their page cooled */
 };
 
 struct vsq_cache {
@@ -70,16 +82,34 @@ struct vsq_cache {
 	unsigned n_hash; /* a power of two */
 	struct vsq_page **hash;
 	struct vsq_page *lru_old, *lru_young; /* unpinned entries, oldest first */
+	struct vsq_page *lru_hot;             /* the oldest hot entry, or NULL */
+	unsigned n_hot, hot_max;
 	struct vsq_page *spare;               /* dropped entries kept for reuse (hnext) */
 	unsigned n_spare;
 	struct vsq_stats st;
 };
 
+static inline unsigned vsq_slot(const struct vsq_cache *c, unsigned key)
+{
+	return key & (c->n_hash - 1);
+}
+
+/* the entry of page @key, or NULL (inline: once per xFetch) */
+static inline struct vsq_page *vsq_find(const struct vsq_cache *c, unsigned key)
+{
+	if (!c->hash)
+		return NULL;
+	struct vsq_page *p = c->hash[vsq_slot(c, key)];
+	while (p && p->key != key)
+		p = p->hnext;
+	return p;
+}
+
 /* table.c: the hash table, the LRU, entries */
-struct vsq_page *vsq_find(struct vsq_cache *c, unsigned key);
 int vsq_insert(struct vsq_cache *c, struct vsq_page *p);
 void vsq_unhash(struct vsq_cache *c, struct vsq_page *p);
 void vsq_lru_push(struct vsq_cache *c, struct vsq_page *p);
+void vsq_cool(struct vsq_cache *c, unsigned keep);
 void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p);
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p);
 void vsq_spares_trim(struct vsq_cache *c, unsigned keep);

@@ -11,21 +11,6 @@
 
 #define VSQ_HASH_MIN 256u
 
-static inline unsigned slot(const struct vsq_cache *c, unsigned key)
-{
-	return key & (c->n_hash - 1);
-}
-
-struct vsq_page *vsq_find(struct vsq_cache *c, unsigned key)
-{
-	if (!c->hash)
-		return NULL;
-	struct vsq_page *p = c->hash[slot(c, key)];
-	while (p && p->key != key)
-		p = p->hnext;
-	return p;
-}
-
 /* doubles the table (or makes the first one); -ENOMEM leaves it as it was */
 static int grow(struct vsq_cache *c)
 {
@@ -51,7 +36,7 @@ int vsq_insert(struct vsq_cache *c, struct vsq_page *p)
 	/* a full table only slows lookups: failing to grow one is no error */
 	if ((c->n_page >= c->n_hash || !c->hash) && grow(c) < 0 && !c->hash)
 		return -ENOMEM;
-	unsigned s = slot(c, p->key);
+	unsigned s = vsq_slot(c, p->key);
 	p->hnext = c->hash[s];
 	c->hash[s] = p;
 	c->n_page++;
@@ -62,7 +47,7 @@ int vsq_insert(struct vsq_cache *c, struct vsq_page *p)
 
 void vsq_unhash(struct vsq_cache *c, struct vsq_page *p)
 {
-	struct vsq_page **pp = &c->hash[slot(c, p->key)];
+	struct vsq_page **pp = &c->hash[vsq_slot(c, p->key)];
 	while (*pp != p)
 		pp = &(*pp)->hnext;
 	*pp = p->hnext;
@@ -70,6 +55,9 @@ void vsq_unhash(struct vsq_cache *c, struct vsq_page *p)
 	c->n_page--;
 }
 
+/* @p, just released by SQLite, to the young end of the LRU: hot (object
+ * still pinned) in a purgeable cache, the oldest hot one cooled when there
+ * are more than hot_max */
 void vsq_lru_push(struct vsq_cache *c, struct vsq_page *p)
 {
 	p->lnext = NULL;
@@ -79,10 +67,23 @@ void vsq_lru_push(struct vsq_cache *c, struct vsq_page *p)
 	else
 		c->lru_old = p;
 	c->lru_young = p;
+	if (c->purgeable && !p->vol) {
+		p->hot = true;
+		if (!c->lru_hot)
+			c->lru_hot = p;
+		if (++c->n_hot > c->hot_max)
+			vsq_cool(c, c->hot_max);
+	}
 }
 
 void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p)
 {
+	if (p->hot) {
+		p->hot = false;
+		c->n_hot--;
+		if (c->lru_hot == p)
+			c->lru_hot = p->lnext; /* younger: hot too, or NULL */
+	}
 	if (p->lprev)
 		p->lprev->lnext = p->lnext;
 	else
@@ -92,6 +93,23 @@ void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p)
 	else
 		c->lru_young = p->lprev;
 	p->lprev = p->lnext = NULL;
+}
+
+/* unpins the oldest hot pages until at most @keep are hot; a page whose
+ * object cannot be unpinned is dropped (it is clean: SQLite reads it again) */
+void vsq_cool(struct vsq_cache *c, unsigned keep)
+{
+	while (c->n_hot > keep) {
+		struct vsq_page *p = c->lru_hot;
+		p->hot = false;
+		c->n_hot--;
+		c->lru_hot = p->lnext;
+		c->st.unpins++;
+		if (vr_obj_unpin(p->obj) < 0)
+			vsq_page_free(c, p);
+		else
+			p->vol = true;
+	}
 }
 
 /* an entry that is in no table nor list: its object and its memory */
@@ -186,6 +204,7 @@ static struct vsq_page *entry_new(struct vsq_cache *c)
 	p->base.pBuf = vr_obj_ptr(p->obj);
 	p->base.pExtra = (char *)p + ((sizeof(*p) + 15) & ~(size_t)15);
 	p->vol = false;
+	p->hot = false;
 	p->lprev = p->lnext = p->hnext = NULL;
 	return p;
 }
@@ -193,8 +212,10 @@ static struct vsq_page *entry_new(struct vsq_cache *c)
 /*
  * A new page for @key, pinned, in the table: a spare, else the oldest
  * released page's entry when the cache holds cache_size pages already (as
- * SQLite's default cache recycles), else a new object.  Its extra is zeroed: SQLite takes a
- * page whose extra starts with a NULL pointer for one it must initialise.
+ * SQLite's default cache recycles), else a new object.  The first pointer
+ * of its extra is zeroed, as SQLite's default cache does: SQLite takes a
+ * page whose extra starts with a NULL pointer for one it must initialise
+ * (and initialises the rest itself).
  */
 struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key)
 {
@@ -207,7 +228,7 @@ struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key)
 		return NULL;
 	p->key = key;
 	p->pinned = true;
-	memset(p->base.pExtra, 0, c->sz_extra);
+	memset(p->base.pExtra, 0, c->sz_extra < sizeof(void *) ? c->sz_extra : sizeof(void *));
 	if (vsq_insert(c, p) < 0) {
 		vsq_entry_free(p);
 		return NULL;
