@@ -21,7 +21,8 @@ int speedtest1_main(int argc, char **argv);
 int main(int argc, char **argv)
 {
 	if (argc < 2 || (strcmp(argv[1], "default") && strcmp(argv[1], "vrange"))) {
-		fprintf(stderr, "usage: %s default|vrange [speedtest1 options] DATABASE\n", argv[0]);
+		fprintf(stderr, "usage: %s default|vrange [speedtest1 options] DATABASE\n",
+			argv[0]);
 		return 2;
 	}
 	if (!strcmp(argv[1], "vrange")) {

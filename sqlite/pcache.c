@@ -10,6 +10,7 @@
  * recycled, createFlag 1 refused when 90% of cache_size is pinned.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,23 +46,38 @@ void vsq_stats_get(struct vsq_stats *out)
 }
 
 /*
- * The policy under a memory limit: the budget for the ctx's volatile
- * bytes (S34: the limit's line less everything else counted, pinned pages
- * included) is below the reserve.  Then a new page would be pinned memory
- * eating what is left, and SQLite is better told "no page" (createFlag 1)
- * so that it spills a dirty page, which becomes clean and purgeable, as
- * its default cache does under sqlite3_soft_heap_limit64().  Budget 0 is
- * "none yet" (no limit, or before the first poll).
+ * The policy under a memory limit (vr_ctx_memory_limit() not 0), from the
+ * budget for the ctx's volatile bytes (VR_STAT_BUDGET: the limit's line
+ * less everything else counted, pinned pages included; 0 when there is no
+ * limit or before the first poll):
+ *   VSQ_TIGHT  the ctx's volatile bytes are within a page of the budget:
+ *              a new object would only make the library purge another
+ *              one (a hole punched, a TLB flush: measured, most of the
+ *              time of a run under a cgroup limit), so a new page reuses
+ *              the oldest released page's object instead (vsq_page_make),
+ *              the cache stops growing;
+ *   VSQ_LOW    the budget is below the reserve (VRANGE_SQLITE_RESERVE
+ *              percent of the limit): the pinned pages (SQLite's dirty
+ *              ones) are eating what is left, so createFlag 1 is answered
+ *              "no page" and SQLite spills a dirty page, which becomes
+ *              clean and purgeable, as its default cache does under
+ *              sqlite3_soft_heap_limit64().
  */
-static bool budget_low(struct vr_ctx *ctx)
+enum { VSQ_ROOMY, VSQ_TIGHT, VSQ_LOW };
+
+static int budget_state(const struct vsq_cache *c)
 {
-	if (!g.reserve)
-		return false;
-	uint64_t limit = vr_ctx_memory_limit(ctx);
-	if (!limit)
-		return false;
-	uint64_t budget = vr_ctx_stat(ctx, VR_STAT_BUDGET);
-	return budget && budget < limit / 100 * g.reserve;
+	if (!g.reserve || !c->purgeable)
+		return VSQ_ROOMY;
+	uint64_t limit = vr_ctx_memory_limit(c->ctx);
+	uint64_t budget = limit ? vr_ctx_stat(c->ctx, VR_STAT_BUDGET) : 0;
+	if (!budget)
+		return VSQ_ROOMY;
+	if (budget < limit / 100 * g.reserve)
+		return VSQ_LOW;
+	if (vr_ctx_stat(c->ctx, VR_STAT_VOLATILE_BYTES) + c->sz_page >= budget)
+		return VSQ_TIGHT;
+	return VSQ_ROOMY;
 }
 
 static int x_init(void *arg)
@@ -119,9 +135,22 @@ static void x_cachesize(sqlite3_pcache *pc, int n)
 	}
 }
 
+/*
+ * Right after xFetch refused a page for the budget, SQLite asks the page
+ * count (sqlite3PcacheFetchStress) and spills a dirty page only if it is
+ * above its spill size: cache_spill, or for VACUUM's copy the larger of
+ * the main database's cache_spill and cache_size, which with a large
+ * cache_size the cache never reaches under a limit (measured: VACUUM's
+ * dirty pages grew until the cgroup OOM-killed the process).  So that one
+ * answer is INT_MAX, "full whatever the spill size", and SQLite spills.
+ */
 static int x_pagecount(sqlite3_pcache *pc)
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
+	if (c->stress) {
+		c->stress = false;
+		return INT_MAX;
+	}
 	vsq_sweep_purged(c);
 	return (int)c->n_page;
 }
@@ -152,26 +181,25 @@ static bool take(struct vsq_cache *c, struct vsq_page *p)
 
 /* xFetch past a page SQLite holds: kept out of line so that the common
  * case (a page SQLite holds already, a hash lookup) needs no stack frame */
-static __attribute__((noinline)) sqlite3_pcache_page *fetch_slow(struct vsq_cache *c,
-								 struct vsq_page *p,
-								 unsigned key, int create)
+static __attribute__((noinline)) sqlite3_pcache_page *
+fetch_slow(struct vsq_cache *c, struct vsq_page *p, unsigned key, int create)
 {
 	if (p && take(c, p))
 		return &p->base;
 	if (create == 0)
 		return NULL;
-	if (create == 1) {
-		if (c->n_pinned >= c->n90) {
-			c->st.refused_pinned++;
-			return NULL;
-		}
-		if (budget_low(c->ctx)) {
-			vsq_cool(c, 0); /* the hot pages may go too */
-			c->st.refused_budget++;
-			return NULL;
-		}
+	if (create == 1 && c->n_pinned >= c->n90) {
+		c->st.refused_pinned++;
+		return NULL;
 	}
-	p = vsq_page_make(c, key);
+	int state = budget_state(c);
+	if (state == VSQ_LOW && create == 1) {
+		vsq_cool(c, 0); /* the hot pages may go too */
+		c->st.refused_budget++;
+		c->stress = true; /* see x_pagecount */
+		return NULL;
+	}
+	p = vsq_page_make(c, key, state != VSQ_ROOMY);
 	return p ? &p->base : NULL;
 }
 
@@ -179,6 +207,7 @@ static sqlite3_pcache_page *x_fetch(sqlite3_pcache *pc, unsigned key, int create
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	c->st.fetches++;
+	c->stress = false;
 	struct vsq_page *p = vsq_find(c, key);
 	if (p && p->pinned) {
 		c->st.hits++;

@@ -75,6 +75,7 @@ struct vsq_cache {
 	struct vr_ctx *ctx;
 	size_t sz_page, sz_extra, sz_entry;
 	bool purgeable;
+	bool stress;         /* xFetch refused a page for the budget: see x_pagecount */
 	unsigned n_max, n90; /* cache_size in pages, 90% of it */
 	unsigned n_page;     /* entries, pinned or not (purged ones until seen) */
 	unsigned n_pinned;
@@ -84,7 +85,7 @@ struct vsq_cache {
 	struct vsq_page *lru_old, *lru_young; /* unpinned entries, oldest first */
 	struct vsq_page *lru_hot;             /* the oldest hot entry, or NULL */
 	unsigned n_hot, hot_max;
-	struct vsq_page *spare;               /* dropped entries kept for reuse (hnext) */
+	struct vsq_page *spare; /* dropped entries kept for reuse (hnext) */
 	unsigned n_spare;
 	struct vsq_stats st;
 };
@@ -119,7 +120,7 @@ void vsq_entry_free(struct vsq_page *p);
 struct vsq_page *vsq_pool_get(struct vsq_cache *c);
 void vsq_pool_put(struct vsq_cache *c, struct vsq_page *p);
 void vsq_pool_drain(void);
-struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key);
+struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight);
 void vsq_trim(struct vsq_cache *c, unsigned keep);
 void vsq_sweep_purged(struct vsq_cache *c);
 void vsq_truncate(struct vsq_cache *c, unsigned limit);

@@ -169,12 +169,11 @@ static struct vsq_page *spare_take(struct vsq_cache *c)
 	return NULL;
 }
 
-/* the oldest released page, taken out of the table and the LRU with its
- * object pinned (its bytes are of no interest: the page gets new ones),
- * or NULL */
-static struct vsq_page *recycle(struct vsq_cache *c)
+/* a released page (of the LRU), taken out of the table and the LRU with
+ * its object pinned (its bytes are of no interest: the page gets new
+ * ones), or NULL */
+static struct vsq_page *recycle(struct vsq_cache *c, struct vsq_page *p)
 {
-	struct vsq_page *p = c->lru_old;
 	vsq_lru_del(c, p);
 	vsq_unhash(c, p);
 	/* VR_PURGED is as good as VR_INTACT here; an error loses the entry */
@@ -212,16 +211,26 @@ static struct vsq_page *entry_new(struct vsq_cache *c)
 /*
  * A new page for @key, pinned, in the table: a spare, else the oldest
  * released page's entry when the cache holds cache_size pages already (as
- * SQLite's default cache recycles), else a new object.  The first pointer
+ * SQLite's default cache recycles) or memory is @tight (the budget is
+ * low: an object reused costs no system call, while a new one would grow
+ * the memory the library then has to purge, a hole punched and a TLB
+ * flush for each page), else a new object.  The first pointer
  * of its extra is zeroed, as SQLite's default cache does: SQLite takes a
  * page whose extra starts with a NULL pointer for one it must initialise
  * (and initialises the rest itself).
  */
-struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key)
+struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight)
 {
-	struct vsq_page *p = spare_take(c);
-	if (!p && c->purgeable && c->lru_old && c->n_page + 1 >= c->n_max)
-		p = recycle(c);
+	if (tight)
+		vsq_sweep_purged(c); /* recycling a purged page would grow memory */
+	bool full = c->purgeable && c->lru_old && (tight || c->n_page + 1 >= c->n_max);
+	struct vsq_page *p = NULL;
+	if (full && tight)
+		p = recycle(c, c->lru_old); /* a spare may be purged: pinning it grows memory */
+	if (!p)
+		p = spare_take(c);
+	if (!p && full)
+		p = recycle(c, c->lru_old);
 	if (!p)
 		p = entry_new(c);
 	if (!p)

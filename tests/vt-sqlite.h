@@ -76,8 +76,26 @@ static inline uint64_t vs_rand(uint64_t *s)
 	return *s * 2685821657736338717ull;
 }
 
+/* VT_SQLITE_TRACE=1: each statement of vs_exec on stderr, with the
+ * process's RSS, as it starts (where a run under a limit goes wrong) */
+static inline void vs_trace(const char *sql)
+{
+	if (!getenv("VT_SQLITE_TRACE"))
+		return;
+	char line[128];
+	long rss = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			rss = atol(line + 6);
+	if (f)
+		fclose(f);
+	fprintf(stderr, "trace: rss %ld MiB: %.70s\n", rss / 1024, sql);
+}
+
 static inline void vs_exec(sqlite3 *db, const char *sql)
 {
+	vs_trace(sql);
 	char *err = NULL;
 	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
 	VS_CK(rc == SQLITE_OK, "%s: %s", sql, err ? err : sqlite3_errstr(rc));
@@ -129,6 +147,7 @@ static inline uint64_t vs_hash_query(sqlite3 *db, const char *sql)
 
 static inline void vs_query(struct vs_run *r, sqlite3 *db, const char *sql)
 {
+	vs_trace(sql);
 	vs_add(r, vs_hash_query(db, sql));
 }
 
