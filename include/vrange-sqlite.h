@@ -11,15 +11,24 @@
  * database file.  Every query gives the same results as with SQLite's
  * default page cache, whatever the library purges and when.
  *
- * Policy under a memory limit (vr_ctx_memory_limit() of the ctx not 0):
- * when the ctx's budget for volatile bytes (VR_STAT_BUDGET) falls below
- * a reserve, 1/8 of the limit by default, a fetch of a page that is not
- * in the cache with createFlag 1 answers "no page", so that SQLite spills
- * a dirty page to its file (which then becomes clean and purgeable)
- * instead of growing the memory it pins.  SQLite's own rule is kept as
- * well: createFlag 1 answers "no page" when 90% of cache_size is pinned.
+ * Policy under a memory limit (vr_ctx_memory_limit() of the ctx not 0),
+ * from the ctx's budget for volatile bytes (VR_STAT_BUDGET): while the
+ * ctx's volatile bytes are at the budget, a page that is not in the cache
+ * reuses the oldest released page's memory instead of a new object (the
+ * cache stops growing); when the budget falls below a reserve, 1/8 of the
+ * limit by default, a fetch of a page that is not in the cache with
+ * createFlag 1 answers "no page" and the page count that SQLite asks next
+ * answers "full", so that SQLite spills a dirty page to its file (which
+ * then becomes clean and purgeable) instead of growing the memory it
+ * pins, whatever its cache_spill.  SQLite's own rule is kept as well:
+ * createFlag 1 answers "no page" when 90% of cache_size is pinned.
  * VRANGE_SQLITE_RESERVE=PERCENT (0..50, read by the install call) sets
  * the reserve in percent of the limit; 0 turns this policy off.
+ *
+ * The 16 pages SQLite released last (at most 1/8 of cache_size) stay
+ * pinned until younger ones push them out: SQLite fetches the same few
+ * pages again and again, and a pin and an unpin for each would cost more
+ * than the default cache's whole lookup.
  *
  * Since 0.3 (libvrange-sqlite.so.0, version node LIBVRANGE_SQLITE_0.3).
  */
