@@ -56,8 +56,10 @@ void vsq_stats_get(struct vsq_stats *out)
  *              time of a run under a cgroup limit), so a new page reuses
  *              the oldest released page's object instead (vsq_page_make),
  *              the cache stops growing;
- *   VSQ_LOW    the budget is below the reserve (VRANGE_SQLITE_RESERVE
- *              percent of the limit): the pinned pages (SQLite's dirty
+ *   VSQ_LOW    the budget, less the bytes of the objects this cache
+ *              made since the monitor last measured (it polls), is below
+ *              the reserve (VRANGE_SQLITE_RESERVE percent of the
+ *              limit): the pinned pages (SQLite's dirty
  *              ones) are eating what is left, so createFlag 1 is answered
  *              "no page" and SQLite spills a dirty page, which becomes
  *              clean and purgeable, as its default cache does under
@@ -65,7 +67,7 @@ void vsq_stats_get(struct vsq_stats *out)
  */
 enum { VSQ_ROOMY, VSQ_TIGHT, VSQ_LOW };
 
-static int budget_state(const struct vsq_cache *c)
+static int budget_state(struct vsq_cache *c)
 {
 	if (!g.reserve || !c->purgeable)
 		return VSQ_ROOMY;
@@ -73,6 +75,14 @@ static int budget_state(const struct vsq_cache *c)
 	uint64_t budget = limit ? vr_ctx_stat(c->ctx, VR_STAT_BUDGET) : 0;
 	if (!budget)
 		return VSQ_ROOMY;
+	/* the budget is as of the monitor's last poll: less what this cache
+	 * allocated since (a new poll shows as a new usage) */
+	uint64_t usage = vr_ctx_stat(c->ctx, VR_STAT_LIMIT_USAGE);
+	if (usage != c->seen_usage) {
+		c->seen_usage = usage;
+		c->grown = 0;
+	}
+	budget = budget > c->grown ? budget - c->grown : 0;
 	if (budget < limit / 100 * g.reserve)
 		return VSQ_LOW;
 	if (vr_ctx_stat(c->ctx, VR_STAT_VOLATILE_BYTES) + c->sz_page >= budget)

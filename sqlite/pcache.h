@@ -75,6 +75,8 @@ struct vsq_cache {
 	struct vr_ctx *ctx;
 	size_t sz_page, sz_extra, sz_entry;
 	bool purgeable;
+	uint64_t seen_usage; /* VR_STAT_LIMIT_USAGE when last read */
+	uint64_t grown;      /* bytes of new objects since it last changed */
 	bool stress;         /* xFetch refused a page for the budget: see x_pagecount */
 	unsigned n_max, n90; /* cache_size in pages, 90% of it */
 	unsigned n_page;     /* entries, pinned or not (purged ones until seen) */

@@ -200,6 +200,7 @@ static struct vsq_page *entry_new(struct vsq_cache *c)
 		free(p);
 		return NULL;
 	}
+	c->grown += c->sz_page; /* memory the budget has not seen yet (pcache.c) */
 	p->base.pBuf = vr_obj_ptr(p->obj);
 	p->base.pExtra = (char *)p + ((sizeof(*p) + 15) & ~(size_t)15);
 	p->vol = false;
