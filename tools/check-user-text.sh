@@ -3,7 +3,7 @@
 #   The text users read speaks their words, not the development process:
 #   no internal rule numbers ("S8", "(S22)", "rules S1-S18", "A3") and no
 #   tracker references ("issue 21", "item 8", "#13", "this branch") in
-#   README.md, NEWS, include/vrange.h and doc/*.md (doc/design.md, the
+#   README.md, NEWS, include/vrange.h, include/vrange-sqlite.h and doc/*.md (doc/design.md, the
 #   developers' document, excepted; doc/api.md and the man pages are made
 #   from the header's comments).  Say what the rule says instead, and link
 #   to the header's or doc/api.md's section to cross-reference.
@@ -61,7 +61,7 @@ done
 if [ $# -gt 0 ]; then
 	files=("$@")
 else
-	files=(README.md NEWS include/vrange.h)
+	files=(README.md NEWS include/vrange.h include/vrange-sqlite.h)
 	for f in doc/*.md; do
 		[ "$f" = doc/design.md ] || files+=("$f")
 	done

@@ -8,7 +8,7 @@
 #                      "test" also what the test suites want
 vr_deps() {
 	local want=(gcc meson ninja-build pkg-config libcmocka-dev)
-	local optional=(libunwind-dev g++ groff-base universal-ctags)
+	local optional=(libunwind-dev g++ groff-base libsqlite3-dev universal-ctags)
 	local missing=() m
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 	command -v meson >/dev/null 2>&1 || missing+=(meson)
@@ -25,6 +25,10 @@ vr_deps() {
 		fi
 		command -v g++ >/dev/null 2>&1 || opt_missing+=(g++)
 		command -v groff >/dev/null 2>&1 || opt_missing+=(groff-base)
+		# libvrange-sqlite (S38) and its test, built when sqlite3 is found
+		if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists sqlite3; then
+			opt_missing+=(libsqlite3-dev)
+		fi
 		# the layers test (tools/check-layers.py) reads ctags -x
 		command -v ctags >/dev/null 2>&1 || opt_missing+=(universal-ctags)
 	fi
@@ -44,7 +48,8 @@ vr_deps() {
 		return 1
 	fi
 	echo "note: optional packages not installed: ${opt_missing[*]} (backtraces in" \
-		"VRANGE_DEBUG messages, the C++ check of the header, the man pages' rendering check);" \
+		"VRANGE_DEBUG messages, the C++ check of the header, the man pages' rendering check," \
+		"libvrange-sqlite);" \
 		"the tests skip what needs them"
 	return 0
 }

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * vrange-sqlite.h - SQLite's page cache in purgeable memory
+ *
+ * libvrange-sqlite (pkg-config libvrange-sqlite) is a second library of
+ * the project, built when SQLite's development files are present.  It
+ * gives SQLite (through SQLITE_CONFIG_PCACHE2) a page cache whose pages
+ * are libvrange objects: a page SQLite is not using (clean, unpinned) may
+ * be purged by the library when memory runs short or a limit is reached,
+ * and is then simply a cache miss that SQLite reads again from the
+ * database file.  Every query gives the same results as with SQLite's
+ * default page cache, whatever the library purges and when.
+ *
+ * Policy under a memory limit (vr_ctx_memory_limit() of the ctx not 0),
+ * from the ctx's budget for volatile bytes (VR_STAT_BUDGET): while the
+ * ctx's volatile bytes are at the budget, a page that is not in the cache
+ * reuses the oldest released page's memory instead of a new object (the
+ * cache stops growing); when the budget falls below a reserve, 1/8 of the
+ * limit by default, a fetch of a page that is not in the cache with
+ * createFlag 1 answers "no page" and the page count that SQLite asks next
+ * answers "full", so that SQLite spills a dirty page to its file (which
+ * then becomes clean and purgeable) instead of growing the memory it
+ * pins, whatever its cache_spill.  SQLite's own rule is kept as well:
+ * createFlag 1 answers "no page" when 90% of cache_size is pinned.
+ * VRANGE_SQLITE_RESERVE=PERCENT (0..50, read by the install call) sets
+ * the reserve in percent of the limit; 0 turns this policy off.
+ *
+ * The 16 pages SQLite released last (at most 1/8 of cache_size) stay
+ * pinned until younger ones push them out: SQLite fetches the same few
+ * pages again and again, and a pin and an unpin for each would cost more
+ * than the default cache's whole lookup.
+ *
+ * Since 0.3 (libvrange-sqlite.so.0, version node LIBVRANGE_SQLITE_0.3).
+ */
+#ifndef VRANGE_SQLITE_H
+#define VRANGE_SQLITE_H
+
+#include <vrange.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * vr_sqlite_pcache_install - make SQLite keep its page cache in objects
+ * @ctx: the context whose objects hold the pages, or NULL: a ctx of the
+ *       library's own with the default monitor (vr_ctx_new(0)), created by
+ *       this call and destroyed by sqlite3_shutdown() (and made again by
+ *       the next sqlite3_initialize())
+ *
+ * Calls sqlite3_config(SQLITE_CONFIG_PCACHE2, ...): it must be called
+ * before sqlite3_initialize() (which the first sqlite3_open() calls), or
+ * after sqlite3_shutdown().  A @ctx given here must stay alive until
+ * sqlite3_shutdown() returns.  Each SQLite cache (one per open database
+ * file, temporary ones included) keeps one object per page (the page
+ * size) and its szExtra bytes beside it in memory that is never purged;
+ * its unpinned pages are volatile.  xShrink (sqlite3_db_release_memory())
+ * frees the unpinned pages of that cache only.  The number of pages SQLite
+ * keeps (PRAGMA cache_size) is respected as SQLite's default cache does;
+ * in-memory databases are never purgeable.  Pages dropped (also by closed
+ * connections) stay as unpinned objects for reuse, up to 8 MiB per page
+ * size, until sqlite3_shutdown().  See the policy under a memory limit
+ * above.
+ *
+ * Returns: 0, -EBUSY (SQLite is initialised already: nothing changed),
+ * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50), or the
+ * negative errno of vr_ctx_new().
+ * Since: 0.3
+ * Context: not thread-safe (as sqlite3_config()); not while SQLite runs.
+ */
+int vr_sqlite_pcache_install(struct vr_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VRANGE_SQLITE_H */

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * pcache.c - sqlite3_pcache_methods2 on libvrange objects (S38), and
+ * vr_sqlite_pcache_install()
+ *
+ * The methods follow the documentation of sqlite3_pcache_methods2 in
+ * sqlite3.h and, where it leaves a choice, what SQLite's default cache
+ * (pcache1.c) does, so that SQLite behaves the same on both: cache_size
+ * pages at most while some are released, the oldest released page
+ * recycled, createFlag 1 refused when 90% of cache_size is pinned.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pcache.h"
+#include "vrange-sqlite.h"
+
+#define VSQ_RESERVE_DEFAULT 12 /* percent of the limit: about 1/8 */
+#define VSQ_RESERVE_MAX 50
+#define VSQ_HOT_MAX 16 /* released pages kept pinned (pcache.h) */
+
+/* set while SQLite is not initialised; read by the methods */
+static struct {
+	struct vr_ctx *ctx;
+	bool own;         /* ctx is ours: made by install/xInit, gone at xShutdown */
+	unsigned reserve; /* percent of the memory limit, 0: policy off */
+} g;
+
+static _Atomic uint64_t totals[sizeof(struct vsq_stats) / sizeof(uint64_t)];
+
+void vsq_stats_add(const struct vsq_stats *s)
+{
+	const uint64_t *v = (const uint64_t *)s;
+	for (size_t i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
+		atomic_fetch_add_explicit(&totals[i], v[i], memory_order_relaxed);
+}
+
+void vsq_stats_get(struct vsq_stats *out)
+{
+	uint64_t *v = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		v[i] = atomic_load_explicit(&totals[i], memory_order_relaxed);
+}
+
+/*
+ * The policy under a memory limit (vr_ctx_memory_limit() not 0), from the
+ * budget for the ctx's volatile bytes (VR_STAT_BUDGET: the limit's line
+ * less everything else counted, pinned pages included; 0 when there is no
+ * limit or before the first poll):
+ *   VSQ_TIGHT  the ctx's volatile bytes are within a page of the budget:
+ *              a new object would only make the library purge another
+ *              one (a hole punched, a TLB flush: measured, most of the
+ *              time of a run under a cgroup limit), so a new page reuses
+ *              the oldest released page's object instead (vsq_page_make),
+ *              the cache stops growing;
+ *   VSQ_LOW    the budget, less the bytes of the objects this cache
+ *              made since the monitor last measured (it polls), is below
+ *              the reserve (VRANGE_SQLITE_RESERVE percent of the
+ *              limit): the pinned pages (SQLite's dirty
+ *              ones) are eating what is left, so createFlag 1 is answered
+ *              "no page" and SQLite spills a dirty page, which becomes
+ *              clean and purgeable, as its default cache does under
+ *              sqlite3_soft_heap_limit64().
+ */
+enum { VSQ_ROOMY, VSQ_TIGHT, VSQ_LOW };
+
+static int budget_state(struct vsq_cache *c)
+{
+	if (!g.reserve || !c->purgeable)
+		return VSQ_ROOMY;
+	uint64_t limit = vr_ctx_memory_limit(c->ctx);
+	uint64_t budget = limit ? vr_ctx_stat(c->ctx, VR_STAT_BUDGET) : 0;
+	if (!budget)
+		return VSQ_ROOMY;
+	/* the budget is as of the monitor's last poll: less what this cache
+	 * allocated since (a new poll shows as a new usage) */
+	uint64_t usage = vr_ctx_stat(c->ctx, VR_STAT_LIMIT_USAGE);
+	if (usage != c->seen_usage) {
+		c->seen_usage = usage;
+		c->grown = 0;
+	}
+	budget = budget > c->grown ? budget - c->grown : 0;
+	if (budget < limit / 100 * g.reserve)
+		return VSQ_LOW;
+	if (vr_ctx_stat(c->ctx, VR_STAT_VOLATILE_BYTES) + c->sz_page >= budget)
+		return VSQ_TIGHT;
+	return VSQ_ROOMY;
+}
+
+static int x_init(void *arg)
+{
+	(void)arg;
+	if (g.own && !g.ctx && vr_ctx_new(0, &g.ctx) < 0)
+		return SQLITE_NOMEM;
+	return SQLITE_OK;
+}
+
+static void x_shutdown(void *arg)
+{
+	(void)arg;
+	vsq_pool_drain(); /* its objects are the ctx's */
+	if (g.own) {
+		vr_ctx_destroy(g.ctx);
+		g.ctx = NULL;
+	}
+}
+
+/* hot pages (pcache.h): VSQ_HOT_MAX, at most 1/8 of cache_size */
+static unsigned hot_max_of(unsigned n_max)
+{
+	return n_max / 8 < VSQ_HOT_MAX ? n_max / 8 : VSQ_HOT_MAX;
+}
+
+static sqlite3_pcache *x_create(int sz_page, int sz_extra, int purgeable)
+{
+	if (!g.ctx || sz_page <= 0 || sz_extra < 0)
+		return NULL;
+	struct vsq_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->ctx = g.ctx;
+	c->sz_page = (size_t)sz_page;
+	c->sz_extra = (size_t)sz_extra;
+	c->sz_entry = ((sizeof(struct vsq_page) + 15) & ~(size_t)15) + c->sz_extra;
+	c->purgeable = purgeable != 0;
+	c->n_max = 100; /* SQLite sets cache_size right after creating a cache */
+	c->n90 = 90;
+	c->hot_max = hot_max_of(c->n_max);
+	return (sqlite3_pcache *)c;
+}
+
+static void x_cachesize(sqlite3_pcache *pc, int n)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->n_max = n > 0 ? (unsigned)n : 0;
+	c->n90 = c->n_max / 10 * 9 + c->n_max % 10 * 9 / 10;
+	c->hot_max = hot_max_of(c->n_max);
+	if (c->purgeable) {
+		vsq_cool(c, c->hot_max);
+		vsq_trim(c, c->n_max);
+		vsq_spares_trim(c, c->n_max > c->n_page ? c->n_max - c->n_page : 0);
+	}
+}
+
+/*
+ * Right after xFetch refused a page for the budget, SQLite asks the page
+ * count (sqlite3PcacheFetchStress) and spills a dirty page only if it is
+ * above its spill size: cache_spill, or for VACUUM's copy the larger of
+ * the main database's cache_spill and cache_size, which with a large
+ * cache_size the cache never reaches under a limit (measured: VACUUM's
+ * dirty pages grew until the cgroup OOM-killed the process).  So that one
+ * answer is INT_MAX, "full whatever the spill size", and SQLite spills.
+ */
+static int x_pagecount(sqlite3_pcache *pc)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	if (c->stress) {
+		c->stress = false;
+		return INT_MAX;
+	}
+	vsq_sweep_purged(c);
+	return (int)c->n_page;
+}
+
+/* a page found in the table that SQLite does not hold: pinned again and
+ * off the LRU when its bytes are intact (true), else dropped (a miss) */
+static bool take(struct vsq_cache *c, struct vsq_page *p)
+{
+	if (p->vol) {
+		int rc = vr_obj_pin(p->obj);
+		if (rc >= 0)
+			p->vol = false; /* pinned, also when VR_PURGED */
+		if (rc != VR_INTACT) {
+			/* purged (or access not restored): SQLite reads it again */
+			c->st.purged++;
+			vsq_page_free(c, p);
+			return false;
+		}
+	} else {
+		c->st.hot_hits++;
+	}
+	vsq_lru_del(c, p);
+	p->pinned = true;
+	c->n_pinned++;
+	c->st.hits++;
+	return true;
+}
+
+/* xFetch past a page SQLite holds: kept out of line so that the common
+ * case (a page SQLite holds already, a hash lookup) needs no stack frame */
+static __attribute__((noinline)) sqlite3_pcache_page *
+fetch_slow(struct vsq_cache *c, struct vsq_page *p, unsigned key, int create)
+{
+	if (p && take(c, p))
+		return &p->base;
+	if (create == 0)
+		return NULL;
+	if (create == 1 && c->n_pinned >= c->n90) {
+		c->st.refused_pinned++;
+		return NULL;
+	}
+	int state = budget_state(c);
+	if (state == VSQ_LOW && create == 1) {
+		vsq_cool(c, 0); /* the hot pages may go too */
+		c->st.refused_budget++;
+		c->stress = true; /* see x_pagecount */
+		return NULL;
+	}
+	p = vsq_page_make(c, key, state != VSQ_ROOMY);
+	return p ? &p->base : NULL;
+}
+
+static sqlite3_pcache_page *x_fetch(sqlite3_pcache *pc, unsigned key, int create)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->st.fetches++;
+	c->stress = false;
+	struct vsq_page *p = vsq_find(c, key);
+	if (p && p->pinned) {
+		c->st.hits++;
+		return &p->base;
+	}
+	return fetch_slow(c, p, key, create);
+}
+
+static void x_unpin(sqlite3_pcache *pc, sqlite3_pcache_page *pg, int discard)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	struct vsq_page *p = (struct vsq_page *)pg;
+	if (discard || (c->purgeable && c->n_page > c->n_max)) {
+		vsq_page_free(c, p);
+		return;
+	}
+	/* an in-memory database's page stays pinned: its bytes exist nowhere
+	 * else (SQLite discards them anyway, sqlite3.h on bPurgeable) */
+	p->pinned = false;
+	c->n_pinned--;
+	vsq_lru_push(c, p); /* hot in a purgeable cache: unpinned when it cools */
+}
+
+static void x_rekey(sqlite3_pcache *pc, sqlite3_pcache_page *pg, unsigned old_key, unsigned new_key)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	struct vsq_page *p = (struct vsq_page *)pg;
+	(void)old_key;
+	/* sqlite3.h: an entry at new_key is not pinned; it is dropped */
+	struct vsq_page *q = vsq_find(c, new_key);
+	if (q && q != p)
+		vsq_page_free(c, q);
+	vsq_unhash(c, p);
+	p->key = new_key;
+	/* the table has room for the entry it just held: insert cannot fail */
+	vsq_insert(c, p);
+}
+
+static void x_truncate(sqlite3_pcache *pc, unsigned limit)
+{
+	vsq_truncate((struct vsq_cache *)pc, limit);
+}
+
+static void x_destroy(sqlite3_pcache *pc)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	vsq_truncate(c, 0);
+	vsq_spares_trim(c, 0);
+	vsq_stats_add(&c->st);
+	free(c->hash);
+	free(c);
+}
+
+/*
+ * sqlite3_db_release_memory() and friends: free this cache's released
+ * pages (and spares), as SQLite's default cache does.  Not vr_ctx_purge(): that would
+ * take the oldest volatile bytes of the whole ctx (other caches', the
+ * application's objects) and not these pages in particular.  Until groups
+ * (S35) give each cache a vr_group_purge() of its own, freeing them is the
+ * per-cache purge: they are clean by definition (SQLite releases only
+ * clean pages), so nothing is lost that SQLite cannot read again.
+ */
+static void x_shrink(sqlite3_pcache *pc)
+{
+	struct vsq_cache *c = (struct vsq_cache *)pc;
+	c->st.shrinks++;
+	if (c->purgeable) {
+		vsq_trim(c, 0);
+		vsq_spares_trim(c, 0);
+	}
+}
+
+static const sqlite3_pcache_methods2 methods = {
+	.iVersion = 1,
+	.pArg = NULL,
+	.xInit = x_init,
+	.xShutdown = x_shutdown,
+	.xCreate = x_create,
+	.xCachesize = x_cachesize,
+	.xPagecount = x_pagecount,
+	.xFetch = x_fetch,
+	.xUnpin = x_unpin,
+	.xRekey = x_rekey,
+	.xTruncate = x_truncate,
+	.xDestroy = x_destroy,
+	.xShrink = x_shrink,
+};
+
+/* VRANGE_SQLITE_RESERVE: percent 0..50, or -EINVAL */
+static int reserve_from_env(void)
+{
+	const char *e = getenv("VRANGE_SQLITE_RESERVE");
+	if (!e || !*e)
+		return VSQ_RESERVE_DEFAULT;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(e, &end, 10);
+	if (errno || *end || e[0] == '-' || v > VSQ_RESERVE_MAX)
+		return -EINVAL;
+	return (int)v;
+}
+
+__attribute__((visibility("default"))) int vr_sqlite_pcache_install(struct vr_ctx *ctx)
+{
+	int reserve = reserve_from_env();
+	if (reserve < 0)
+		return reserve;
+	struct vr_ctx *own = NULL;
+	if (!ctx) {
+		int rc = vr_ctx_new(0, &own);
+		if (rc < 0)
+			return rc;
+	}
+	int rc = sqlite3_config(SQLITE_CONFIG_PCACHE2, &methods);
+	if (rc != SQLITE_OK) {
+		vr_ctx_destroy(own);
+		return rc == SQLITE_MISUSE ? -EBUSY : -EINVAL;
+	}
+	/* SQLite is not running: nothing reads g now */
+	if (g.own)
+		vr_ctx_destroy(g.ctx);
+	g.ctx = ctx ? ctx : own;
+	g.own = !ctx;
+	g.reserve = (unsigned)reserve;
+	return 0;
+}

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * test-sqlite.c - libvrange-sqlite (S38): SQLite on this page cache gives
+ * the same results as on its default one.
+ *
+ * The workload of vt-sqlite.h (every query's rows hashed, PRAGMA
+ * integrity_check) runs in child processes, since a page cache is
+ * process-global: once on SQLite's default cache, then on this one
+ *   vrange  plainly (and the install rules: -EBUSY once SQLite runs, a ctx
+ *           of its own with NULL, a bad VRANGE_SQLITE_RESERVE)
+ *   purge   while a thread purges the ctx continuously
+ *   limit   with the ctx's volatile bytes capped at 16 pages
+ *           (vr_ctx_set_limit: unpins purge the oldest)
+ *   spill   under a memory limit just above the process's own memory
+ *           (VRANGE_MEMORY_LIMIT): the budget is spent, createFlag 1 is
+ *           answered "no page" and SQLite spills
+ * and every hash of every run must equal the default cache's.
+ *
+ * test-sqlite --cgroup (the test sqlite-cgroup) is the cgroup mode: a
+ * database of VT_BIG_MIB (32) MiB with a cache_size of 256 MiB, in a
+ * child memory cgroup nested in the test's own, limited to VT_BIG_LIMIT
+ * (24) MiB, must complete with the results of SQLite's default cache (run
+ * outside the cgroup, where it needs no limit).  It failed before the
+ * cache answered xPagecount "full" after a refusal: VACUUM's copy, whose
+ * spill size is the main database's cache_size, never spilled and its
+ * dirty pages grew until the cgroup OOM-killed the process.  Without a
+ * writable memory cgroup it exits 77 (skipped); the cgroup is removed
+ * also when the run fails.  Each mode also checks that the cache did what
+ * the mode is about (pages made in objects, purged pages seen as misses, refusals), from the caches'
+ * counters (sqlite/pcache.h).  VT_SQLITE_ONLY=MODE runs one mode.
+ */
+#include "tests.h"
+#include "vt-cgroup.h"
+#include "vt-sqlite.h"
+
+#include <sched.h>
+
+#include "pcache.h"
+#include <vrange-sqlite.h>
+
+/* the modes after "default"; the last ones (where nearly every unpin
+ * purges: a system call each) run the light workload, compared with a
+ * light run on the default cache */
+static const char *const modes[] = { "vrange", "purge", "limit", "spill" };
+#define LIGHT_FROM 2
+#define BIG_MIB (getenv("VT_BIG_MIB") ? (unsigned)atoi(getenv("VT_BIG_MIB")) : 32)
+#define BIG_LIMIT                                                                                  \
+	(getenv("VT_BIG_LIMIT") ? strtoull(getenv("VT_BIG_LIMIT"), NULL, 0) << 20 : 24ull << 20)
+
+struct purger {
+	struct vr_ctx *ctx;
+	volatile int stop;
+	uint64_t calls;
+};
+
+static void *purge_loop(void *arg)
+{
+	struct purger *p = arg;
+	while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+		CK(vr_ctx_purge(p->ctx, SIZE_MAX) >= 0);
+		p->calls++;
+		sched_yield();
+	}
+	return NULL;
+}
+
+/* VT_SQLITE_TRACE=1: the ctx's view of the limit every 250 ms */
+static void *trace_loop(void *arg)
+{
+	struct vr_ctx *ctx = arg;
+	for (;;) {
+		fprintf(stderr,
+			"trace: usage %" PRIu64 " file %" PRIu64 " budget %" PRIu64
+			" volatile %" PRIu64 " purged %" PRIu64 " footprint %" PRIu64
+			" (MiB); purges %" PRIu64 " by limit events %" PRIu64 "\n",
+			vr_ctx_stat(ctx, VR_STAT_LIMIT_USAGE) >> 20,
+			vr_ctx_stat(ctx, VR_STAT_LIMIT_FILE_CACHE) >> 20,
+			vr_ctx_stat(ctx, VR_STAT_BUDGET) >> 20,
+			vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) >> 20,
+			vr_ctx_stat(ctx, VR_STAT_PURGED_BYTES) >> 20,
+			vr_ctx_stat(ctx, VR_STAT_FOOTPRINT) >> 20, vr_ctx_stat(ctx, VR_STAT_PURGES),
+			vr_ctx_stat(ctx, VR_STAT_LIMIT_PURGES));
+		usleep(250000);
+	}
+	return NULL;
+}
+
+static void print_stats(const char *mode, const struct vsq_stats *s, struct vr_ctx *ctx)
+{
+	fprintf(stderr,
+		"%s: fetches %" PRIu64 " hits %" PRIu64 " purged %" PRIu64 " created %" PRIu64
+		" recycled %" PRIu64 " spared %" PRIu64 " pooled %" PRIu64
+		" refused(budget) %" PRIu64 " refused(pinned) %" PRIu64 "; ctx purges %" PRIu64
+		"\n",
+		mode, s->fetches, s->hits, s->purged, s->created, s->recycled, s->spared, s->pooled,
+		s->refused_budget, s->refused_pinned, vr_ctx_stat(ctx, VR_STAT_PURGES));
+}
+
+/* the install rules that need a process of their own */
+static void check_install_rules(struct vr_ctx *ctx)
+{
+	/* SQLite runs: nothing is installed */
+	CK(sqlite3_initialize() == SQLITE_OK);
+	CK(vr_sqlite_pcache_install(ctx) == -EBUSY);
+	CK(sqlite3_shutdown() == SQLITE_OK);
+	CK(setenv("VRANGE_SQLITE_RESERVE", "51", 1) == 0);
+	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
+	CK(unsetenv("VRANGE_SQLITE_RESERVE") == 0);
+	/* NULL: a ctx of its own, gone at sqlite3_shutdown (ASan: no leak) */
+	CK(vr_sqlite_pcache_install(NULL) == 0);
+	struct vsq_stats before, after;
+	vsq_stats_get(&before);
+	sqlite3 *db = vs_open("");
+	vs_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1), (2)");
+	CK(vs_hash_query(db, "SELECT sum(x) FROM t") != 0);
+	sqlite3_close(db);
+	vsq_stats_get(&after);
+	CK(after.created > before.created, "the own ctx's cache made no page");
+	CK(sqlite3_shutdown() == SQLITE_OK);
+}
+
+static int child(const char *mode, int fd)
+{
+	struct vs_run r = { .scale = 1, .light = strncmp(mode, "light", 5) == 0 };
+	bool big = strncmp(mode, "big", 3) == 0;
+	if (r.light)
+		mode += 5;
+	if (big)
+		mode += 3;
+	if (getenv("VT_SQLITE_CG")) {
+		struct vt_cg cg;
+		snprintf(cg.dir, sizeof(cg.dir), "%s", getenv("VT_SQLITE_CG"));
+		CK(vt_cg_enter(&cg) == 0);
+	}
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	snprintf(r.dir, sizeof(r.dir), "%s/vt-sqlite-%d-XXXXXX", tmp, (int)getpid());
+	CK(mkdtemp(r.dir));
+	bool ours = strcmp(mode, "-default") != 0 && strcmp(mode, "default") != 0;
+	if (*mode == '-')
+		mode++;
+	struct vr_ctx *ctx = NULL;
+	if (strcmp(mode, "spill") == 0) {
+		char lim[32];
+		snprintf(lim, sizeof(lim), "%" PRIu64, vt_own_memory() + (1u << 20));
+		CK(setenv("VRANGE_MEMORY_LIMIT", lim, 1) == 0);
+	}
+	if (ours) {
+		CK(vr_ctx_new(0, &ctx) == 0);
+		CK(vr_sqlite_pcache_install(ctx) == 0);
+	}
+	if (strcmp(mode, "limit") == 0)
+		CK(vr_ctx_set_limit(ctx, 16 * vt_pg()) == 0);
+	pthread_t tracer;
+	if (ctx && getenv("VT_SQLITE_TRACE")) {
+		CK(pthread_create(&tracer, NULL, trace_loop, ctx) == 0);
+		CK(pthread_detach(tracer) == 0);
+	}
+	if (strcmp(mode, "spill") == 0)
+		CK(vr_ctx_memory_limit(ctx) > 0, "VRANGE_MEMORY_LIMIT not taken");
+	struct purger pg = { .ctx = ctx };
+	pthread_t th;
+	if (strcmp(mode, "purge") == 0)
+		CK(pthread_create(&th, NULL, purge_loop, &pg) == 0);
+
+	if (big)
+		vs_big_db(&r, BIG_MIB);
+	else
+		vs_workload(&r);
+
+	if (strcmp(mode, "purge") == 0) {
+		__atomic_store_n(&pg.stop, 1, __ATOMIC_RELEASE);
+		pthread_join(th, NULL);
+		CK(pg.calls > 0);
+	}
+	struct vsq_stats s;
+	vsq_stats_get(&s);
+	if (ours) {
+		print_stats(mode, &s, ctx);
+		CK(s.created > 0 && s.hits > 0, "SQLite did not use this cache");
+	} else {
+		CK(s.fetches == 0, "the default run used this cache");
+	}
+	if (big && ours)
+		CK(vr_ctx_memory_limit(ctx) > 0, "no memory limit seen in the cgroup");
+	if (strcmp(mode, "purge") == 0 || strcmp(mode, "limit") == 0)
+		CK(s.purged > 0, "no purged page was ever found: the mode tested nothing");
+	if (strcmp(mode, "spill") == 0)
+		CK(s.refused_budget > 0, "no fetch was refused under a spent budget");
+	/* the pool (sqlite/pool.c) keeps objects until SQLite shuts down */
+	CK(sqlite3_shutdown() == SQLITE_OK);
+	CK(vr_ctx_stat(ctx, VR_STAT_OBJECTS) == 0, "pages left behind after sqlite3_shutdown");
+	if (strcmp(mode, "vrange") == 0)
+		check_install_rules(ctx);
+	vr_ctx_destroy(ctx);
+	rmdir(r.dir);
+
+	size_t len = r.n * sizeof(*r.h);
+	CK(write(fd, &r.n, sizeof(r.n)) == (ssize_t)sizeof(r.n));
+	CK(write(fd, r.h, len) == (ssize_t)len);
+	free(r.h);
+	return 0;
+}
+
+/* the cgroup a child runs in: removed if the child fails */
+static char cg_dir[PATH_MAX];
+
+/* runs one mode in a child; its hashes in *out (malloc'd), their count */
+static size_t run_mode(const char *mode, uint64_t **out, double *secs)
+{
+	int p[2];
+	CK(pipe(p) == 0);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		char fd[16];
+		close(p[0]);
+		snprintf(fd, sizeof(fd), "%d", p[1]);
+		execl("/proc/self/exe", "vt-sqlite", "--child", mode, fd, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	size_t n = 0;
+	FILE *f = fdopen(p[0], "r");
+	CK(f);
+	bool got = fread(&n, sizeof(n), 1, f) == 1;
+	*out = got ? calloc(n ? n : 1, sizeof(**out)) : NULL;
+	if (got)
+		got = fread(*out, sizeof(**out), n, f) == n;
+	fclose(f);
+	int st;
+	CK(waitpid(pid, &st, 0) == pid);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	*secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && cg_dir[0]) {
+		struct vt_cg cg;
+		snprintf(cg.dir, sizeof(cg.dir), "%s", cg_dir);
+		fprintf(stderr, "cgroup: OOM kills %" PRIu64 ", max usage %" PRIu64 " MiB\n",
+			vt_cg_key(cg.dir, "memory.oom_control", "oom_kill"),
+			vt_cg_read(cg.dir, "memory.max_usage_in_bytes") >> 20);
+		vt_cg_remove(&cg);
+	}
+	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mode %s: child status 0x%x", mode, st);
+	CK(got, "mode %s: no results", mode);
+	return n;
+}
+
+/* runs a mode and compares its hashes with @ref: 0 when identical */
+static int compare(const char *mode, const uint64_t *ref, size_t nref)
+{
+	uint64_t *h = NULL;
+	double secs;
+	size_t n = run_mode(mode, &h, &secs);
+	size_t diff = n == nref ? SIZE_MAX : 0;
+	for (size_t i = 0; i < n && i < nref && diff == SIZE_MAX; i++)
+		if (h[i] != ref[i])
+			diff = i;
+	fprintf(stderr, "%-12s %6.2f s  %zu queries  identical: %s", mode, secs, n,
+		diff == SIZE_MAX ? "yes\n" : "NO");
+	if (diff != SIZE_MAX)
+		fprintf(stderr, " (first difference: query %zu)\n", diff);
+	free(h);
+	return diff == SIZE_MAX ? 0 : 1;
+}
+
+/* the big database: default cache outside, this one inside a cgroup */
+static int cgroup_mode(void)
+{
+	struct vt_cg cg;
+	const char *why = NULL;
+	if (vt_cg_create(&cg, BIG_LIMIT, &why) != 0) {
+		fprintf(stderr, "cgroup: skipped: %s\n", why);
+		return 77;
+	}
+	uint64_t *ref = NULL;
+	double secs;
+	size_t nref = run_mode("big-default", &ref, &secs);
+	fprintf(stderr, "%-12s %6.2f s  %zu queries\n", "big-default", secs, nref);
+	CK(setenv("VT_SQLITE_CG", cg.dir, 1) == 0);
+	snprintf(cg_dir, sizeof(cg_dir), "%s", cg.dir);
+	int fail = compare("big-vrange", ref, nref);
+	unsetenv("VT_SQLITE_CG");
+	cg_dir[0] = '\0';
+	fprintf(stderr,
+		"cgroup %s: limit %llu MiB, max usage %" PRIu64 " MiB, OOM kills %" PRIu64 "\n",
+		cg.dir, BIG_LIMIT >> 20, vt_cg_read(cg.dir, "memory.max_usage_in_bytes") >> 20,
+		vt_cg_key(cg.dir, "memory.oom_control", "oom_kill"));
+	CK(vt_cg_remove(&cg) == 0, "cgroup %s not removed", cg.dir);
+	free(ref);
+	return fail;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "--child") == 0)
+		return child(argv[2], atoi(argv[3]));
+	if (argc == 2 && strcmp(argv[1], "--cgroup") == 0)
+		return cgroup_mode();
+	const char *only = getenv("VT_SQLITE_ONLY");
+	uint64_t *ref[2] = { NULL, NULL };
+	size_t nref[2];
+	double secs;
+	for (int light = 0; light < 2; light++) {
+		const char *m = light ? "light-default" : "default";
+		nref[light] = run_mode(m, &ref[light], &secs);
+		fprintf(stderr, "%-12s %6.2f s  %zu queries\n", m, secs, nref[light]);
+		CK(nref[light] > 100, "the workload ran %zu queries", nref[light]);
+	}
+	int fails = 0;
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		if (only && strcmp(only, modes[m]) != 0)
+			continue;
+		char name[32];
+		bool light = m >= LIGHT_FROM;
+		snprintf(name, sizeof(name), "%s%s", light ? "light-" : "", modes[m]);
+		fails += compare(name, ref[light], nref[light]);
+	}
+	free(ref[0]);
+	free(ref[1]);
+	return fails ? 1 : 0;
+}
