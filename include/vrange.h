@@ -1170,7 +1170,11 @@ uint64_t vr_group_stat(struct vr_group *g, enum vr_stat which);
  * call vr_obj_free(@o) (typically after dropping the cache entry that
  * pointed at it; vr_obj_extra(@o) is still readable before that) and any
  * other vr_* function, except destroying its own group or the ctx.  It
- * should be short: the purging thread waits for it.
+ * should be short: the purging thread waits for it.  Another thread may
+ * pin @o between the purge and the call (its vr_obj_pin returned
+ * VR_PURGED): a handler that drops cache entries checks
+ * vr_obj_status(@o) under the cache's own lock first.  The same object is
+ * not purged again before this call returned.
  */
 typedef void (*vr_purge_fn)(struct vr_obj *o, void *arg);
 

@@ -5,8 +5,14 @@
  * obj-alloc.c (chunks, spans, size-class slabs).  doc/design.md has the
  * picture; the rules that matter for correctness are here.
  *
+ * GROUPS (S35, obj-group.c)
+ *   struct vr_objs is one group's arena: everything below is per group,
+ *   so small objects of different groups never share a page and a
+ *   group's purge reads only its own LRU.  The ctx lists its groups in
+ *   c->groups (purge.c merges them by priority, then age).
+ *
  * MEMORY
- *   A ctx's objects live in chunks: one memfd each, sized and mapped
+ *   A group's objects live in chunks: one memfd each, sized and mapped
  *   MAP_SHARED at creation (1 GiB of address space, or one object's
  *   size), MADV_DONTFORK, registered in the registry (kind VR_REG_OBJ) so
  *   that vr_obj_of and the fault path find them without a lock.  A chunk
