@@ -166,7 +166,7 @@ struct conc {
 	_Atomic int lock[CN]; /* one worker at a time per object */
 	_Atomic uint64_t purged[CN], notified[CN];
 	_Atomic bool stop;
-	uint64_t seed;
+	_Atomic uint64_t seed;
 };
 
 static void count_fn(struct vr_obj *o, void *arg)
