@@ -132,6 +132,9 @@ struct vr_ctx;
 struct vr_region;
 /** One purgeable object, owned by its ctx (0.2). */
 struct vr_obj;
+/** A group of objects of one ctx, with a priority, a limit and a purge
+ * handler of its own (0.3). */
+struct vr_group;
 
 /* results of vr_mark / vr_unmark */
 #define VR_INTACT 0
@@ -1004,6 +1007,193 @@ typedef int (*vr_obj_fault_fn)(struct vr_obj *o, void *fault_addr, void *arg);
  * Context: lock-free after the ctx's first object call.
  */
 int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg);
+
+/* ---------------------------------------------------------------------- */
+/* groups, side-car bytes, purge notification (0.3)                        */
+/*
+ * Every object belongs to one group of its ctx.  vr_obj_new() puts it in
+ * the ctx's default group (priority 4); vr_obj_new_in() in any group.
+ *
+ * Order.  Purges of the whole ctx (vr_ctx_purge, vr_ctx_set_limit and the
+ * limit at every vr_mark / vr_obj_unpin, pressure, the monitor) take the
+ * lowest priority first: every purgeable unit of priority 0, then 1, ...,
+ * then 7; within one priority, the least recently unpinned (or marked)
+ * first across its groups.  The ranges of regions have priority 4.
+ * Priority comes before age also for the limit: an object of priority 1
+ * unpinned just now goes before older objects of priority 6.
+ *
+ * A group's own purge (vr_group_purge) and limit (vr_group_set_limit)
+ * take only that group's objects, least recently unpinned first.  Small
+ * objects of different groups never share a page.
+ */
+
+/**
+ * vr_group_new - make a group of objects
+ * @ctx: the owning context
+ * @priority: 0 (purged first) .. 7 (purged last); the default group and
+ *            the ranges of regions have 4
+ * @out: receives the group
+ *
+ * Returns: 0, -EINVAL (NULL @ctx or @out, @priority outside 0..7, a ctx
+ * inherited over fork), -ENOMEM.
+ * Since: 0.3
+ * Context: takes the ctx's purge lock; allocates.
+ */
+int vr_group_new(struct vr_ctx *ctx, int priority, struct vr_group **out);
+
+/**
+ * vr_group_destroy - free a group and every object in it
+ * @g: the group, or NULL (no-op)
+ *
+ * Its objects' handles must not be used again.  The default group
+ * (vr_ctx_group) is not destroyed: its objects are freed and the group
+ * stays, with its limit and purge handler.  vr_ctx_destroy() destroys the
+ * groups left.  Must not race with other calls on the group or its
+ * objects, and must not be called from the group's own purge handler.
+ * The group's purge handler is not running (but in the calling thread)
+ * and is not called again when this returns.
+ *
+ * Since: 0.3
+ * Context: may make system calls; waits for the group's purge handler
+ * calls in flight.
+ */
+void vr_group_destroy(struct vr_group *g);
+
+/**
+ * vr_ctx_group - the ctx's default group
+ * @ctx: the context
+ *
+ * Returns: the group vr_obj_new() allocates in (priority 4), or NULL for
+ * NULL or a ctx inherited over fork.
+ * Since: 0.3
+ * Context: lock-free.
+ */
+struct vr_group *vr_ctx_group(struct vr_ctx *ctx);
+
+/**
+ * vr_obj_new_in - allocate a purgeable object in a group
+ * @g: the group
+ * @size: bytes (> 0)
+ * @extra: side-car bytes, 0..4096 (see vr_obj_extra)
+ * @flags: 0
+ * @out: receives the object
+ *
+ * As vr_obj_new() in @g's ctx; vr_obj_new(ctx, size, flags, out) is
+ * vr_obj_new_in(vr_ctx_group(ctx), size, 0, flags, out).
+ *
+ * Returns: as vr_obj_new(), and -EINVAL for NULL @g, @extra above 4096, a
+ * group inherited over fork.
+ * Since: 0.3
+ * Context: as vr_obj_new().
+ */
+int vr_obj_new_in(struct vr_group *g, size_t size, size_t extra, unsigned flags,
+		  struct vr_obj **out);
+
+/**
+ * vr_obj_extra - the object's side-car bytes
+ * @o: the object
+ *
+ * The side-car holds the @extra bytes given to vr_obj_new_in(): zeroed
+ * at creation, 16-byte aligned, never purged, readable and writable
+ * whether the object is pinned, unpinned or purged, also from a purge
+ * handler or a fault handler.  It lies outside the object's memory: the
+ * object's page rounding does not grow by it.  Typical use: a cache
+ * entry's key and bookkeeping, kept next to a purgeable value.
+ *
+ * Returns: the side-car's first byte, or NULL (@extra was 0, NULL, an
+ * object inherited over fork).
+ * Since: 0.3
+ * Context: lock-free and async-signal-safe.
+ */
+void *vr_obj_extra(const struct vr_obj *o);
+
+/**
+ * vr_group_purge - purge a group's objects
+ * @g: the group
+ * @bytes: reclaim at least this many bytes (whole pages), or everything
+ *         purgeable in the group with SIZE_MAX; 0 purges nothing
+ *
+ * Purges only @g's unpinned objects, least recently unpinned first, as
+ * vr_ctx_purge() does for a ctx.
+ *
+ * Returns: the bytes reclaimed (a multiple of the page size), -EINVAL
+ * (NULL, inherited over fork), -EDEADLK (called from a signal handler
+ * that interrupted a purge of the same ctx in this thread).
+ * Since: 0.3
+ * Context: makes system calls; takes the ctx's purge lock; calls the
+ * group's purge handler after releasing it.
+ */
+ssize_t vr_group_purge(struct vr_group *g, size_t bytes);
+
+/**
+ * vr_group_set_limit - bound a group's unpurged unpinned bytes
+ * @g: the group
+ * @bytes: the limit, 0 for none
+ *
+ * When this returns, and whenever vr_obj_unpin() of an object of @g
+ * returns, the group's unpurged unpinned bytes (its
+ * VR_STAT_VOLATILE_BYTES) are at most @bytes, or nothing of the group is
+ * left to purge: its objects are purged, least recently unpinned first.
+ * The ctx's own limit applies as well.
+ *
+ * Returns: 0, -EINVAL (NULL, inherited over fork), -EDEADLK (as
+ * vr_group_purge).
+ * Since: 0.3
+ * Context: may purge (system calls, the purge handler).
+ */
+int vr_group_set_limit(struct vr_group *g, size_t bytes);
+
+/**
+ * vr_group_stat - a statistic of a group
+ * @g: the group
+ * @which: VR_STAT_OBJECTS, VR_STAT_VOLATILE_BYTES, VR_STAT_PURGED_BYTES,
+ *         VR_STAT_PURGES or VR_STAT_RECLAIMED_BYTES, counted over the
+ *         group's objects as vr_ctx_stat() counts them over a ctx
+ *
+ * Returns: the value; 0 for any other @which, NULL, or a group inherited
+ * over fork.
+ * Since: 0.3
+ * Context: lock-free.
+ */
+uint64_t vr_group_stat(struct vr_group *g, enum vr_stat which);
+
+/**
+ * vr_purge_fn - told that an object of its group was purged
+ * @o: the object; it reports VR_STATE_VOLATILE | VR_STATE_PURGED
+ * @arg: the pointer given to vr_group_set_purge_handler()
+ *
+ * Called exactly once per purge of @o, after the purge, by the thread
+ * that purged: the ctx's monitor thread (pressure, the memory limit), or
+ * a thread inside vr_ctx_purge, vr_group_purge, vr_ctx_set_limit,
+ * vr_group_set_limit, vr_ctx_notify_pressure, or inside vr_obj_unpin or
+ * vr_mark when a limit purged there.  No library lock is held.  It may
+ * call vr_obj_free(@o) (typically after dropping the cache entry that
+ * pointed at it; vr_obj_extra(@o) is still readable before that) and any
+ * other vr_* function, except destroying its own group or the ctx.  It
+ * should be short: the purging thread waits for it.  Another thread may
+ * pin @o between the purge and the call (its vr_obj_pin returned
+ * VR_PURGED): a handler that drops cache entries checks
+ * vr_obj_status(@o) under the cache's own lock first.  The same object is
+ * not purged again before this call returned.
+ */
+typedef void (*vr_purge_fn)(struct vr_obj *o, void *arg);
+
+/**
+ * vr_group_set_purge_handler - set or remove a group's purge handler
+ * @g: the group
+ * @fn: called after each purge of an object of @g, or NULL for none
+ * @arg: passed to @fn
+ *
+ * A purge made while the group has no handler is never reported later.
+ * When this returns, the handler it replaced is not running and will not
+ * be called again (unless this is called from inside a handler: then
+ * only the calling thread's own call may still be running).
+ *
+ * Returns: 0, -EINVAL (NULL, inherited over fork).
+ * Since: 0.3
+ * Context: waits for handler calls in flight.
+ */
+int vr_group_set_purge_handler(struct vr_group *g, vr_purge_fn fn, void *arg);
 
 /* ---------------------------------------------------------------------- */
 /* diagnostics                                                             */

@@ -139,6 +139,22 @@ int vr_ctx_create(unsigned flags, struct vr_ctx **out)
 	pthread_mutex_init(&c->lock, NULL);
 	c->flags = flags;
 	c->fork_gen = atomic_load(&vr_fork_gen);
+	/* the default group (S35), before anyone can see the ctx */
+	c->groups = vr_malloc(4 * sizeof(*c->groups));
+	c->objs = c->groups ? vr_objs_create(c, VR_RANGE_PRIORITY, true) : NULL;
+	if (c->objs) {
+		c->groups[c->ngroups++] = c->objs;
+		c->groups_cap = 4;
+	}
+	if (!c->objs || vr_purge_reserve(c, 0) < 0) {
+		if (c->objs)
+			vr_objs_put(c->objs);
+		free(c->groups);
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->purge_lock);
+		free(c);
+		return -ENOMEM;
+	}
 	*out = c;
 	return 0;
 }
@@ -204,33 +220,49 @@ static uint64_t volatile_now(struct vr_ctx *c)
 	return vr_ctx_gauge(c, VR_G_VOLATILE);
 }
 
-ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
+ssize_t vr_ctx_purge_in(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n)
 {
 	/* a signal handler that interrupted a purge of this ctx in its own
 	 * thread would wait for itself */
 	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
 		return -EDEADLK;
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_ctx_sync_shared(c);
-	ssize_t got = vr_purge_run(c, goal, n);
-	vr_unlock(&c->purge_lock);
-	return got;
+	struct vr_notify_batch b = { 0 };
+	uint64_t total = 0;
+	do {
+		b.full = false;
+		vr_lock(&c->purge_lock, VR_RANK_PURGE);
+		vr_ctx_sync_shared(c);
+		uint64_t rest = goal == VR_PURGE_BYTES ? n - total : n;
+		total += (uint64_t)vr_purge_run(c, only, goal, rest, &b);
+		vr_unlock(&c->purge_lock);
+		/* S37: the purge handlers, with no library lock held */
+		if (b.n)
+			vr_obj_notify(&b);
+	} while (b.full && (goal != VR_PURGE_BYTES || total < n));
+	return (ssize_t)total;
 }
 
 /* S10/S22/S34 at every unpin (the application's limit or the monitor's
- * budget, the smaller); an unpin may have made something purgeable, so
- * the "nothing purgeable" hint is cleared first (written only when set) */
-static int enforce_limit(struct vr_ctx *c)
+ * budget, the smaller), then the group's own limit (S35); an unpin may
+ * have made something purgeable, so the "nothing purgeable" hint is
+ * cleared first (written only when set) */
+static int enforce_limit(struct vr_ctx *c, struct vr_objs *os, size_t glimit)
 {
 	size_t limit = vr_ctx_effective_limit(c);
-	if (!limit)
-		return 0;
-	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
-		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
-	if (volatile_now(c) > limit) {
-		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
+	if (limit) {
+		if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
+			atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+		if (volatile_now(c) > limit) {
+			ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
+			if (got < 0)
+				return (int)got; /* -EDEADLK: see vr_ctx_purge_in */
+		}
+	}
+	limit = glimit ? vr_objs_over_limit(os) : 0;
+	if (limit) {
+		ssize_t got = vr_ctx_purge_in(c, os, VR_PURGE_VOLATILE, limit);
 		if (got < 0)
-			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
+			return (int)got;
 	}
 	return 0;
 }
@@ -276,64 +308,10 @@ _export_ int vr_mark_ptr(void *addr, size_t len)
 
 _export_ int vr_obj_unpin(struct vr_obj *o)
 {
-	struct vr_ctx *c = NULL;
-	int err = vr_obj_unpin_unit(o, &c);
-	return err < 0 || !c ? err : enforce_limit(c);
-}
-
-/* ---- the object arena: created on first use ---- */
-static struct vr_objs *ctx_objs(struct vr_ctx *c)
-{
-	struct vr_objs *os = atomic_load_explicit(&c->objs, memory_order_acquire);
-	if (_likely_(os))
-		return os;
-	os = vr_objs_create(c);
-	if (!os)
-		return NULL;
-	/* published under the purge lock, with room in the purge heap for the
-	 * object sources: a purge never allocates (purge.c) */
-	vr_lock(&c->purge_lock, VR_RANK_PURGE);
-	vr_lock(&c->lock, VR_RANK_CTX);
-	struct vr_objs *cur = atomic_load(&c->objs);
-	if (!cur) {
-		atomic_store_explicit(&c->objs, os, memory_order_release);
-		if (vr_purge_reserve(c, c->nregions) < 0) {
-			atomic_store(&c->objs, NULL);
-			cur = NULL;
-		} else {
-			cur = os;
-			os = NULL;
-		}
-	}
-	vr_unlock(&c->lock);
-	vr_unlock(&c->purge_lock);
-	if (os)
-		vr_objs_free(os); /* lost a race, or no memory */
-	return cur;
-}
-
-_export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
-{
-	size_t pm = (vr_page_size()) - 1;
-	if (!ctx || !out || flags || size == 0 || size > SIZE_MAX - pm || vr_inherited_ctx(ctx))
-		return -EINVAL;
-	if ((uint64_t)size >= (uint64_t)1 << 47)
-		return -ENOMEM;
-	struct vr_objs *os = ctx_objs(ctx);
-	if (!os)
-		return -ENOMEM;
-	return vr_objs_new_obj(os, size, out);
-}
-
-_export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
-{
-	if (!ctx || vr_inherited_ctx(ctx))
-		return -EINVAL;
-	struct vr_objs *os = ctx_objs(ctx);
-	if (!os)
-		return -ENOMEM;
-	vr_objs_set_fault_handler(os, fn, arg);
-	return 0;
+	struct vr_objs *os = NULL;
+	size_t glimit = 0;
+	int err = vr_obj_unpin_unit(o, &os, &glimit);
+	return err < 0 || !os ? err : enforce_limit(vr_objs_ctx(os), os, glimit);
 }
 
 static bool live(const struct vr_ctx *c)

@@ -88,7 +88,31 @@ int vr_objs_alloc_init(struct vr_objs *os)
 	return 0;
 }
 
-static struct vr_class *class_of(struct vr_objs *os, size_t size)
+/* S36: the classes of objects with side-car bytes of one stride: the
+ * same sizes, slabs of their own (a slab's side-cars are one array) */
+static struct vr_class *xclasses_get(struct vr_objs *os, uint32_t xstride)
+{
+	_Atomic(struct vr_class *) *slot = &os->xclasses[xstride / 16 - 1];
+	struct vr_class *x = atomic_load_explicit(slot, memory_order_acquire);
+	if (x)
+		return x;
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	x = atomic_load(slot);
+	if (!x && (x = vr_calloc_aligned(os->nclasses * sizeof(*x)))) {
+		for (unsigned i = 0; i < os->nclasses; i++) {
+			x[i] = (struct vr_class){ .size = os->classes[i].size,
+						  .npages = os->classes[i].npages,
+						  .nslots = os->classes[i].nslots,
+						  .xstride = xstride };
+			pthread_mutex_init(&x[i].lock, NULL);
+		}
+		atomic_store_explicit(slot, x, memory_order_release);
+	}
+	vr_unlock(&os->span_lock);
+	return x;
+}
+
+static struct vr_class *class_of(struct vr_objs *os, size_t size, uint32_t xstride)
 {
 	unsigned lo = 0, hi = os->nclasses - 1;
 	while (lo < hi) { /* first class >= size */
@@ -98,7 +122,10 @@ static struct vr_class *class_of(struct vr_objs *os, size_t size)
 		else
 			lo = mid + 1;
 	}
-	return &os->classes[lo];
+	if (!xstride)
+		return &os->classes[lo];
+	struct vr_class *x = xclasses_get(os, xstride);
+	return x ? &x[lo] : NULL;
 }
 
 /* ---- chunks (span_lock held) ---- */
@@ -400,12 +427,12 @@ static void *meta_alloc(struct vr_objs *os, size_t size)
 static struct vr_obj *handle_get(struct vr_objs *os)
 {
 	if (!os->free_handles) {
-		struct vr_obj *blk = meta_alloc(os, HBLOCK * sizeof(*blk));
+		struct vr_lhandle *blk = meta_alloc(os, HBLOCK * sizeof(*blk));
 		if (!blk)
 			return NULL;
 		for (int i = 0; i < HBLOCK; i++) {
-			blk[i].home = os->free_handles;
-			os->free_handles = &blk[i];
+			blk[i].o.home = os->free_handles;
+			os->free_handles = &blk[i].o;
 		}
 	}
 	struct vr_obj *o = os->free_handles;
@@ -446,8 +473,13 @@ static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err
 	s->freemap = (uint64_t *)(s + 1);
 	s->pages = (struct vr_opage *)((uint8_t *)s + off_pages);
 	s->objs = (struct vr_obj *)((uint8_t *)s + off_objs);
-	*err = span_alloc(os, c->npages, &s->chunk, &page);
+	s->xstride = c->xstride;
+	if (c->xstride && !(s->extra = vr_malloc((size_t)c->nslots * c->xstride)))
+		*err = -ENOMEM;
+	else
+		*err = span_alloc(os, c->npages, &s->chunk, &page);
 	if (*err < 0) {
+		free(s->extra);
 		os->meta_used -= (bytes + 63) & ~(size_t)63; /* the last block: give it back */
 		memset(s, 0, bytes);
 		vr_unlock(&os->span_lock);
@@ -524,12 +556,17 @@ int vr_objs_restore_small(struct vr_objs *os, struct vr_obj *o)
 	return err;
 }
 
-static int alloc_small(struct vr_objs *os, size_t size, uint64_t gen, struct vr_obj **out)
+static int alloc_small(struct vr_objs *os, size_t size, uint32_t xstride, uint64_t gen,
+		       struct vr_obj **out)
 {
-	struct vr_class *c = class_of(os, size);
-	int err = 0;
-	if (vr_held(&c->lock) || vr_held(&os->span_lock))
+	if (vr_held(&os->span_lock))
 		return -EDEADLK; /* a signal handler interrupted an allocation */
+	struct vr_class *c = class_of(os, size, xstride);
+	int err = 0;
+	if (!c)
+		return -ENOMEM;
+	if (vr_held(&c->lock))
+		return -EDEADLK;
 	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
 	struct vr_slab *s = c->partial;
 	if (!s) {
@@ -565,6 +602,8 @@ static int alloc_small(struct vr_objs *os, size_t size, uint64_t gen, struct vr_
 	bool dirty = slot < s->fresh;
 	if (!dirty)
 		s->fresh = slot + 1;
+	if (xstride)
+		memset(s->extra + (size_t)slot * xstride, 0, xstride);
 	atomic_store(&o->state, OS_LIVE | OS_PINNED);
 	vr_unlock(&c->lock);
 	if (dirty) /* pinned: no purge can discard these pages now */
@@ -590,11 +629,12 @@ static bool beyond_system(size_t bytes)
 	return (uint64_t)bytes > have;
 }
 
-int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
+int vr_objs_alloc(struct vr_objs *os, size_t size, size_t extra, struct vr_obj **out)
 {
 	uint64_t gen = atomic_load(&vr_fork_gen) & 0xffff;
+	uint32_t xstride = (uint32_t)((extra + 15) & ~(size_t)15);
 	if (size < vr_page_size())
-		return alloc_small(os, size, gen, out);
+		return alloc_small(os, size, xstride, gen, out);
 	size_t np = (size + vr_page_size() - 1) >> vr_page_shift();
 	if (beyond_system(np << vr_page_shift()))
 		return -ENOMEM;
@@ -602,6 +642,9 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 	size_t page;
 	if (vr_held(&os->span_lock))
 		return -EDEADLK;
+	uint8_t *x = NULL;
+	if (xstride && !(x = vr_calloc_aligned(xstride)))
+		return -ENOMEM;
 	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	struct vr_obj *o = handle_get(os);
 	int err = o ? span_alloc(os, np, &ch, &page) : -ENOMEM;
@@ -611,8 +654,10 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out)
 			os->free_handles = o;
 		}
 		vr_unlock(&os->span_lock);
+		free(x);
 		return err;
 	}
+	((struct vr_lhandle *)o)->extra = x;
 	o->ptr = ch->base + (page << vr_page_shift());
 	o->home = ch;
 	o->size_gen = (uint64_t)size << 16 | gen;
@@ -644,6 +689,8 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 	o->home = os->free_handles;
 	os->free_handles = o;
 	vr_unlock(&os->span_lock);
+	free(((struct vr_lhandle *)o)->extra);
+	((struct vr_lhandle *)o)->extra = NULL;
 }
 
 /* small: the caller holds one pin on each page of o */
@@ -709,8 +756,51 @@ struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t a)
 	return o;
 }
 
+void *vr_objs_extra(const struct vr_obj *o, uint64_t state)
+{
+	if (state & OS_LARGE)
+		return ((const struct vr_lhandle *)o)->extra;
+	const struct vr_slab *s = ((const struct vr_opage *)o->home)->slab;
+	return s->extra ? s->extra + (size_t)(o - s->objs) * s->xstride : NULL;
+}
+
+void vr_objs_each_large(struct vr_objs *os, void (*fn)(struct vr_obj *o))
+{
+	/* no lock: nothing else runs on the group (destroy, fini; a fork
+	 * child must not take its locks); fn may free objects */
+	for (size_t i = 0; i < os->nchunks; i++) {
+		struct vr_chunk *ch = os->chunks[i]; /* chunks stay until fini */
+		size_t np = ch->bump >> vr_page_shift();
+		for (size_t p = 0; p < np;) {
+			uintptr_t v = atomic_load(&ch->map[p]);
+			struct vr_obj *o = PM_PTR(v);
+			if (PM_TAG(v) != PM_LARGE || o->ptr != ch->base + (p << vr_page_shift()) ||
+			    !(atomic_load(&o->state) & OS_LIVE)) {
+				p++;
+				continue;
+			}
+			p += (obj_size(o) + vr_page_size() - 1) >> vr_page_shift();
+			fn(o); /* may free o: not read after */
+		}
+	}
+}
+
+static void drop_extra(struct vr_obj *o)
+{
+	free(((struct vr_lhandle *)o)->extra);
+}
+
 void vr_objs_alloc_fini(struct vr_objs *os, bool inherited)
 {
+	vr_objs_each_large(os, drop_extra);
+	for (struct vr_slab *s = os->slabs; s; s = s->all)
+		free(s->extra);
+	for (unsigned k = 0; k < OBJ_EXTRA_MAX / 16; k++) {
+		struct vr_class *x = atomic_load(&os->xclasses[k]);
+		for (unsigned i = 0; x && !inherited && i < os->nclasses; i++)
+			pthread_mutex_destroy(&x[i].lock);
+		free(x);
+	}
 	for (size_t i = 0; i < os->nchunks; i++)
 		chunk_free(os->chunks[i], inherited);
 	free(os->chunks);

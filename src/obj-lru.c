@@ -242,17 +242,18 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 }
 
 /* ---- purging one unit (purge_lock held) ---- */
-static void gauge_purged(struct vr_ctx *c, size_t size)
+static void gauge_purged(struct vr_objs *os, size_t size)
 {
-	struct vr_shard *sh = &c->shards[vr_obj_log_index() % VR_NSHARDS];
-	atomic_fetch_sub_explicit(&sh->volatile_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&sh->purged_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
+	unsigned log = vr_obj_log_index();
+	obj_gauge(os, log, false, -(int64_t)size);
+	obj_gauge(os, log, true, (int64_t)size);
+	atomic_fetch_add_explicit(&os->ctx->purges, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&os->purges, 1, memory_order_relaxed);
 }
 
 /* An entry comes up.  Returns the bytes reclaimed (> 0), 0 (dropped or
  * moved to the requeue heap), or -errno (skipped: keeps its place). */
-static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age)
+static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age, uint64_t notify)
 {
 	uint64_t s;
 	for (;;) {
@@ -265,6 +266,8 @@ static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age)
 		}
 		if (s & OS_PURGING)
 			return 0; /* a free in progress */
+		if (s & OS_NOTIFY)
+			return -EAGAIN; /* its last purge is not reported yet */
 		uint64_t a = os_age(s) + os->age_base;
 		if (a > age) { /* unpinned again since: its place is later */
 			vr_obj_rq_push(os, (uintptr_t)o | 1, a);
@@ -280,12 +283,12 @@ static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age)
 		atomic_store(&o->state, s);
 		return err;
 	}
-	gauge_purged(os->ctx, size);
-	atomic_store(&o->state, (s | OS_PURGED) & ~(uint64_t)OS_QUEUED);
+	gauge_purged(os, size);
+	atomic_store(&o->state, (s | OS_PURGED | notify) & ~(uint64_t)OS_QUEUED);
 	return (int64_t)len;
 }
 
-static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
+static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age, uint64_t notify)
 {
 	for (;;) {
 		/* pw before youngest: an unpin sets youngest before it drops its
@@ -315,14 +318,20 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
 	size_t pi = (size_t)(p - s->pages);
 	uint32_t lo, hi;
 	vr_slab_page_slots(s, pi, &lo, &hi);
-	bool any = false;
-	for (uint32_t i = lo; i <= hi && !any; i++) {
+	bool any = false, unreported = false;
+	for (uint32_t i = lo; i <= hi; i++) {
 		uint64_t st = atomic_load(&s->objs[i].state);
-		any = (st & OS_LIVE) && !(st & OS_PURGED);
+		bool purgeable = (st & OS_LIVE) && !(st & OS_PURGED);
+		any |= purgeable;
+		unreported |= purgeable && (st & OS_NOTIFY);
 	}
 	if (!any) { /* no unit */
 		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
 		return 0;
+	}
+	if (unreported) { /* an object's last purge is not reported yet */
+		atomic_fetch_and(&p->pw, ~PG_PURGING);
+		return -EAGAIN;
 	}
 	int err = vr_objs_discard(os, s->chunk, s->base + (pi << vr_page_shift()), vr_page_size());
 	if (err < 0) {
@@ -333,8 +342,8 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
 		struct vr_obj *o = &s->objs[i];
 		uint64_t st = atomic_load(&o->state);
 		if ((st & OS_LIVE) && !(st & OS_PURGED)) {
-			atomic_fetch_or(&o->state, OS_PURGED);
-			gauge_purged(os->ctx, obj_size(o));
+			atomic_fetch_or(&o->state, OS_PURGED | notify);
+			gauge_purged(os, obj_size(o));
 		}
 	}
 	atomic_fetch_or(&p->pw, PG_DISCARDED);
@@ -342,17 +351,31 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
 	return (int64_t)vr_page_size();
 }
 
-static int64_t take(struct vr_objs *os, const struct lentry *e)
+/* S37: the objects a purge marks OS_NOTIFY are reported by the purging
+ * thread once purge_lock is released (vr_obj_notify); the batch entry
+ * holds a reference on the group until then */
+static int64_t take(struct vr_objs *os, const struct lentry *e, struct vr_notify_batch *b)
 {
-	int64_t got = unit_large(e->unit) ? take_large(os, unit_obj(e->unit), e->age)
-					  : take_page(os, (struct vr_opage *)e->unit, e->age);
+	uint64_t notify = atomic_load(&os->purge_fn) && b->n < VR_NOTIFY_BATCH ? OS_NOTIFY : 0;
+	int64_t got = unit_large(e->unit)
+			      ? take_large(os, unit_obj(e->unit), e->age, notify)
+			      : take_page(os, (struct vr_opage *)e->unit, e->age, notify);
 	if (got > 0) {
+		if (notify) {
+			atomic_fetch_add(&os->refs, 1);
+			b->e[b->n].unit = e->unit;
+			b->e[b->n++].os = os;
+		}
+		atomic_fetch_add_explicit(&os->reclaimed, (uint64_t)got, memory_order_relaxed);
 		atomic_fetch_add_explicit(&os->ctx->reclaimed_bytes, (uint64_t)got,
 					  memory_order_relaxed);
 		vr_dbg("purged object unit %p: %lld bytes reclaimed", (void *)e->unit,
 		       (long long)got);
 	} else if (got < 0) {
-		atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
+		/* -EAGAIN: the unit is purged after that report, not twice
+		 * before it (exactly once per purge, S37): not counted */
+		if (got != -EAGAIN)
+			atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
 		vr_dbg("object purge skipped: unit %p: %s", (void *)e->unit, strerror((int)-got));
 		if (os->nskipped < OBJ_NSKIPPED) {
 			os->skipped[os->nskipped++] = *e; /* keeps its place (S8) */
@@ -367,21 +390,19 @@ static int64_t take(struct vr_objs *os, const struct lentry *e)
 }
 
 /* ---- purge sources for purge.c (ctx->purge_lock held) ---- */
-size_t vr_obj_nsources(struct vr_ctx *c)
+uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i)
 {
-	return atomic_load(&c->objs) ? OBJ_NLOG : 0;
-}
-
-uint64_t vr_obj_src_oldest(struct vr_ctx *c, size_t i)
-{
-	struct vr_objs *os = atomic_load(&c->objs);
 	return i < OBJ_NLOG ? atomic_load_explicit(&os->logs[i].oldest, memory_order_relaxed)
 			    : atomic_load(&os->rq_oldest);
 }
 
-int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i)
+uint32_t *vr_obj_src_mask(struct vr_objs *os)
 {
-	struct vr_objs *os = atomic_load(&c->objs);
+	return &os->src_mask;
+}
+
+int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b)
+{
 	struct lentry e;
 	if (i < OBJ_NLOG) {
 		struct vr_olog *lg = &os->logs[i];
@@ -407,15 +428,12 @@ int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i)
 		rq_publish(os);
 		vr_unlock(&os->rq_lock);
 	}
-	return take(os, &e);
+	return take(os, &e, b);
 }
 
 /* the units skipped by this purge keep their place for the next one */
-void vr_obj_purge_done(struct vr_ctx *c)
+void vr_obj_purge_done(struct vr_objs *os)
 {
-	struct vr_objs *os = atomic_load(&c->objs);
-	if (!os)
-		return;
 	for (size_t k = 0; k < os->nskipped; k++)
 		vr_obj_rq_push(os, os->skipped[k].unit, os->skipped[k].age);
 	os->nskipped = 0;

@@ -41,56 +41,15 @@ unsigned vr_obj_log_index(void)
 	return l - 1;
 }
 
-static inline struct vr_shard *my_shard(struct vr_ctx *c)
-{
-	return &c->shards[vr_obj_log_index() % VR_NSHARDS];
-}
-
-/* ---- the arena of a ctx ---- */
-void vr_objs_free(struct vr_objs *os)
-{
-	vr_objs_alloc_fini(os, false);
-	vr_obj_lru_fini(os, false);
-	pthread_mutex_destroy(&os->span_lock);
-	free(os);
-}
-
-struct vr_objs *vr_objs_create(struct vr_ctx *c)
-{
-	struct vr_objs *os = vr_calloc_aligned(sizeof(*os));
-	if (!os)
-		return NULL;
-	if (vr_objs_alloc_init(os) < 0) {
-		free(os);
-		return NULL;
-	}
-	uint64_t last = 0;
-	os->ctx = c;
-	os->age_base = vr_age_after(&last) - 1; /* ages in states are relative */
-	pthread_mutex_init(&os->span_lock, NULL);
-	pthread_mutex_init(&os->rq_lock, NULL);
-	atomic_init(&os->rq_oldest, UINT64_MAX);
-	for (int i = 0; i < OBJ_NLOG; i++) {
-		pthread_mutex_init(&os->logs[i].lock, NULL);
-		atomic_init(&os->logs[i].oldest, UINT64_MAX);
-	}
-	return os;
-}
-
-void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
-{
-	struct vr_objs *os = atomic_load(&c->objs);
-	if (!os)
-		return;
-	vr_objs_alloc_fini(os, inherited);
-	vr_obj_lru_fini(os, inherited);
-	if (!inherited)
-		pthread_mutex_destroy(&os->span_lock);
-	free(os);
-	atomic_store(&c->objs, NULL);
-}
-
 /* ---- public calls ---- */
+static void obj_count(struct vr_objs *os, int64_t d)
+{
+	unsigned i = vr_obj_log_index();
+	atomic_fetch_add_explicit(&os->logs[i].objects, d, memory_order_relaxed);
+	atomic_fetch_add_explicit(&os->ctx->shards[i % VR_NSHARDS].objects, d,
+				  memory_order_relaxed);
+}
+
 static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 {
 	if (!o || obj_inherited(o))
@@ -99,16 +58,16 @@ static inline int check_obj(const struct vr_obj *o, uint64_t *s)
 	return (*s & OS_LIVE) ? 0 : -EINVAL;
 }
 
-int vr_objs_new_obj(struct vr_objs *os, size_t size, struct vr_obj **out)
+int vr_objs_new_obj(struct vr_objs *os, size_t size, size_t extra, struct vr_obj **out)
 {
 	/* the requeue heap has room for an entry per object (see obj-lru.c) */
-	int err = vr_obj_rq_reserve(os, vr_obj_count(os->ctx) + 64);
+	int err = vr_obj_rq_reserve(os, vr_objs_stat(os, VR_STAT_OBJECTS) + 64);
 	if (err < 0)
 		return err;
-	err = vr_objs_alloc(os, size, out);
+	err = vr_objs_alloc(os, size, extra, out);
 	if (err < 0)
 		return err;
-	atomic_fetch_add_explicit(&os->logs[vr_obj_log_index()].objects, 1, memory_order_relaxed);
+	obj_count(os, 1);
 	return 0;
 }
 
@@ -135,16 +94,12 @@ _export_ void vr_obj_free(struct vr_obj *o)
 			vr_opage_hold(&p[i]);
 		s = atomic_load(&o->state);
 	}
-	struct vr_ctx *c = os->ctx;
-	if (!(s & OS_PINNED)) {
-		struct vr_shard *sh = my_shard(c);
-		atomic_fetch_sub_explicit((s & OS_PURGED) ? &sh->purged_bytes : &sh->volatile_bytes,
-					  obj_size(o), memory_order_relaxed);
-	}
+	if (!(s & OS_PINNED))
+		obj_gauge(os, vr_obj_log_index(), s & OS_PURGED, -(int64_t)obj_size(o));
 	vr_objs_release(os, o);
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_drop(&p[i]);
-	atomic_fetch_sub_explicit(&os->logs[vr_obj_log_index()].objects, 1, memory_order_relaxed);
+	obj_count(os, -1);
 }
 
 _export_ void *vr_obj_ptr(const struct vr_obj *o)
@@ -161,6 +116,12 @@ _export_ struct vr_obj *vr_obj_of(const void *addr)
 {
 	struct vr_chunk *ch = vr_registry_find(addr, VR_REG_OBJ);
 	return ch ? vr_objs_at(ch, (uintptr_t)addr) : NULL;
+}
+
+_export_ void *vr_obj_extra(const struct vr_obj *o)
+{
+	uint64_t s;
+	return check_obj(o, &s) < 0 ? NULL : vr_objs_extra(o, s);
 }
 
 _export_ int vr_obj_status(const struct vr_obj *o)
@@ -216,7 +177,7 @@ static void wait_zeroed(struct vr_obj *o, uint64_t *s)
 	}
 }
 
-int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner)
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit)
 {
 	uint64_t s;
 	int err = check_obj(o, &s);
@@ -259,9 +220,9 @@ int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner)
 				atomic_fetch_and(&p[i].pw, ~PG_QUEUED);
 		}
 	}
-	struct vr_ctx *c = os->ctx;
-	atomic_fetch_add_explicit(&my_shard(c)->volatile_bytes, obj_size(o), memory_order_relaxed);
-	*owner = c;
+	obj_gauge(os, vr_obj_log_index(), false, (int64_t)obj_size(o));
+	*owner = os;
+	*glimit = atomic_load_explicit(&os->limit, memory_order_relaxed);
 	return 0;
 }
 
@@ -277,8 +238,7 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		}
 		if (!(s & OS_PURGED)) {
 			if (atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED)) {
-				atomic_fetch_sub_explicit(&my_shard(os->ctx)->volatile_bytes,
-							  obj_size(o), memory_order_relaxed);
+				obj_gauge(os, vr_obj_log_index(), false, -(int64_t)obj_size(o));
 				return VR_INTACT;
 			}
 			continue;
@@ -293,8 +253,7 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		}
 		/* the pages were punched: they read 0 */
 		atomic_store(&o->state, (s | OS_PINNED) & ~(uint64_t)OS_PURGED);
-		atomic_fetch_sub_explicit(&my_shard(os->ctx)->purged_bytes, obj_size(o),
-					  memory_order_relaxed);
+		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}
 }
@@ -322,16 +281,15 @@ static int pin_small(struct vr_objs *os, struct vr_obj *o)
 			goto undo;
 		}
 	} while (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED));
-	struct vr_shard *sh = my_shard(os->ctx);
 	if (s & OS_PURGED) {
 		/* ZEROING: bytes on a page that was not discarded (a straddling
 		 * object) kept their data: every byte of a purged object reads 0 */
 		memset(o->ptr, 0, obj_size(o));
 		atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGED);
-		atomic_fetch_sub_explicit(&sh->purged_bytes, obj_size(o), memory_order_relaxed);
+		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}
-	atomic_fetch_sub_explicit(&sh->volatile_bytes, obj_size(o), memory_order_relaxed);
+	obj_gauge(os, vr_obj_log_index(), false, -(int64_t)obj_size(o));
 	return VR_INTACT;
 undo:
 	if (err < 0 && err != -EDEADLK) { /* nothing changed, but a purge may
@@ -364,11 +322,11 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 	return (s & OS_LARGE) ? pin_large(os, o, s) : pin_small(os, o);
 }
 
-void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg)
+void vr_obj_set_fault_handler(struct vr_ctx *c, vr_obj_fault_fn fn, void *arg)
 {
-	atomic_store(&os->fault_fn, NULL);
-	atomic_store(&os->fault_arg, fn ? arg : NULL);
-	atomic_store(&os->fault_fn, fn);
+	atomic_store(&c->obj_fault_fn, NULL);
+	atomic_store(&c->obj_fault_arg, fn ? arg : NULL);
+	atomic_store(&c->obj_fault_fn, fn);
 	/* the replaced handler is not running when this returns, and is not
 	 * called again (callback.c), unless called from a handler */
 	vr_cb_synchronize();
@@ -377,10 +335,9 @@ void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg
 /* ---- statistics ---- */
 uint64_t vr_obj_count(struct vr_ctx *c)
 {
-	struct vr_objs *os = atomic_load(&c->objs);
 	int64_t n = 0;
-	for (int i = 0; os && i < OBJ_NLOG; i++)
-		n += atomic_load_explicit(&os->logs[i].objects, memory_order_relaxed);
+	for (int i = 0; i < VR_NSHARDS; i++)
+		n += atomic_load_explicit(&c->shards[i].objects, memory_order_relaxed);
 	return n > 0 ? (uint64_t)n : 0;
 }
 
@@ -390,14 +347,14 @@ uint64_t vr_obj_footprint(struct vr_ctx *c)
 	vr_lock(&c->lock, VR_RANK_CTX);
 	for (struct vr_region *r = c->regions; r; r = r->next)
 		sum += r->kind->footprint(r); /* memfd blocks, or resident anonymous pages */
-	vr_unlock(&c->lock);
-	struct vr_objs *os = atomic_load(&c->objs);
-	if (os) {
+	for (size_t g = 0; g < c->ngroups; g++) {
+		struct vr_objs *os = c->groups[g];
 		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 		for (size_t i = 0; i < os->nchunks; i++)
 			sum += vr_fd_bytes(os->chunks[i]->fd);
 		vr_unlock(&os->span_lock);
 	}
+	vr_unlock(&c->lock);
 	return sum;
 }
 
@@ -464,8 +421,8 @@ int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_
 	bool allowed = vr_refault_handler_allowed(addr, gen);
 	vr_held_enter_signal();
 	unsigned long cb = vr_cb_enter();
-	vr_obj_fault_fn fn = atomic_load(&os->fault_fn);
-	void *arg = atomic_load(&os->fault_arg);
+	vr_obj_fault_fn fn = atomic_load(&os->ctx->obj_fault_fn);
+	void *arg = atomic_load(&os->ctx->obj_fault_arg);
 	bool fixed = o && fn && allowed && fn(o, addr, arg) == VR_FAULT_RETRY;
 	vr_cb_leave(cb);
 	vr_held_leave_signal();

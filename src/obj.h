@@ -5,8 +5,14 @@
  * obj-alloc.c (chunks, spans, size-class slabs).  doc/design.md has the
  * picture; the rules that matter for correctness are here.
  *
+ * GROUPS (S35, obj-group.c)
+ *   struct vr_objs is one group's arena: everything below is per group,
+ *   so small objects of different groups never share a page and a
+ *   group's purge reads only its own LRU.  The ctx lists its groups in
+ *   c->groups (purge.c merges them by priority, then age).
+ *
  * MEMORY
- *   A ctx's objects live in chunks: one memfd each, sized and mapped
+ *   A group's objects live in chunks: one memfd each, sized and mapped
  *   MAP_SHARED at creation (1 GiB of address space, or one object's
  *   size), MADV_DONTFORK, registered in the registry (kind VR_REG_OBJ) so
  *   that vr_obj_of and the fault path find them without a lock.  A chunk
@@ -79,10 +85,11 @@
 
 #include "private.h"
 
-#define OBJ_CHUNK_SHIFT 30 /* address space of an ordinary chunk: 1 GiB */
-#define OBJ_NLOG 16        /* LRU logs per ctx */
+#define OBJ_CHUNK_SHIFT 30   /* address space of an ordinary chunk: 1 GiB */
+#define OBJ_NLOG VR_OBJ_NLOG /* LRU logs per group */
 #define OBJ_MAX_SLAB_PAGES 16
 #define OBJ_NSKIPPED 32 /* units a purge run can skip and keep in place */
+#define OBJ_EXTRA_MAX VR_OBJ_EXTRA_MAX
 
 /* o->state */
 #define OS_LIVE 0x1u
@@ -91,7 +98,8 @@
 #define OS_LARGE 0x8u
 #define OS_PURGING 0x10u
 #define OS_QUEUED 0x20u
-#define OS_AGE_SHIFT 6
+#define OS_NOTIFY 0x40u /* purged while the group had a purge handler: not yet reported */
+#define OS_AGE_SHIFT 7
 static inline uint64_t os_age(uint64_t s)
 {
 	return s >> OS_AGE_SHIFT;
@@ -141,6 +149,7 @@ struct vr_chunk {
 struct vr_class {
 	pthread_mutex_t lock;
 	uint32_t size, npages, nslots;
+	uint32_t xstride;        /* side-car bytes per slot (a multiple of 16), or 0 */
 	struct vr_slab *partial; /* slabs with a free slot; lock */
 } __attribute__((aligned(64)));
 
@@ -154,6 +163,8 @@ struct vr_slab {
 	uint64_t *freemap;                           /* bit set = slot free */
 	struct vr_opage *pages;
 	struct vr_obj *objs;
+	uint8_t *extra;   /* side-cars: slot i's at extra + i * xstride, or NULL */
+	uint32_t xstride; /* immutable: the class's side-car stride */
 };
 
 struct vr_fspan { /* a free span; span_lock */
@@ -173,6 +184,8 @@ struct vr_olog {
 	size_t cap, head, len;
 	_Atomic uint64_t oldest; /* head's age or UINT64_MAX (hint) */
 	_Atomic int64_t objects; /* VR_STAT_OBJECTS share */
+	/* the group's gauges, sharded as the ctx's (by the thread's log) */
+	_Atomic int64_t volatile_bytes, purged_bytes;
 } __attribute__((aligned(64)));
 
 #define OBJ_NBINS 48
@@ -191,6 +204,9 @@ struct vr_objs {
 	struct vr_slab *slabs; /* every slab, for destroy */
 	struct vr_class *classes;
 	unsigned nclasses;
+	/* classes whose slabs have side-car bytes (S36), by stride / 16 - 1:
+	 * made on first use under span_lock, then immutable */
+	_Atomic(struct vr_class *) xclasses[OBJ_EXTRA_MAX / 16];
 	struct vr_olog logs[OBJ_NLOG];
 	pthread_mutex_t rq_lock; /* the requeue heap */
 	struct lentry *rq;
@@ -199,11 +215,30 @@ struct vr_objs {
 	struct lentry skipped[OBJ_NSKIPPED]; /* skipped by the running purge;
 						purge_lock */
 	size_t nskipped;
-	_Atomic(vr_obj_fault_fn) fault_fn;
-	_Atomic(void *) fault_arg;
 	_Atomic uint64_t trap_gen; /* bumped by every arm/disarm */
 	uint64_t age_base;         /* immutable: ages in states are relative */
+
+	/* the group (S35, S37; obj-group.c) */
+	int priority;    /* immutable */
+	bool is_default; /* immutable */
+	_Atomic size_t limit;
+	_Atomic(vr_purge_fn) purge_fn;
+	_Atomic(void *) purge_arg;
+	_Atomic uint64_t purges, reclaimed; /* cumulative; purge_lock */
+	_Atomic long refs;                  /* c->groups + notification batches */
+	uint32_t src_mask;                  /* purge.c: logs in its heap; purge_lock */
 };
+
+/* the public handle of a group is its arena */
+struct vr_group {
+	struct vr_objs objs;
+};
+
+/* a large object's handle, with its side-car pointer (S36) */
+struct vr_lhandle {
+	struct vr_obj o;
+	uint8_t *extra;
+} __attribute__((aligned(32)));
 
 static inline size_t obj_size(const struct vr_obj *o)
 {
@@ -229,11 +264,28 @@ static inline void obj_pages(const struct vr_obj *o, struct vr_opage **first, un
 	*n = 1 + (unsigned)((e & ~(pg - 1)) != (a & ~(pg - 1)));
 }
 
+/* the calling thread's share of the ctx's and the group's gauges */
+static inline void obj_gauge(struct vr_objs *os, unsigned log, bool purged, int64_t delta)
+{
+	struct vr_shard *sh = &os->ctx->shards[log % VR_NSHARDS];
+	atomic_fetch_add_explicit(purged ? &sh->purged_bytes : &sh->volatile_bytes, (uint64_t)delta,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(purged ? &os->logs[log].purged_bytes
+					 : &os->logs[log].volatile_bytes,
+				  delta, memory_order_relaxed);
+}
+
 /* ---- obj-alloc.c (classes and spans) ---- */
 int vr_objs_alloc_init(struct vr_objs *os) _nonnull_();
 void vr_objs_alloc_fini(struct vr_objs *os, bool inherited) _nonnull_();
-/* a new pinned, zero-filled object; 0 or -errno */
-int vr_objs_alloc(struct vr_objs *os, size_t size, struct vr_obj **out) _nonnull_();
+/* a new pinned, zero-filled object with extra zeroed side-car bytes; 0
+ * or -errno */
+int vr_objs_alloc(struct vr_objs *os, size_t size, size_t extra, struct vr_obj **out) _nonnull_();
+/* the side-car of a live object of this generation, or NULL */
+void *vr_objs_extra(const struct vr_obj *o, uint64_t state) _nonnull_();
+/* every live large object of the group into fn (no lock: the caller
+ * owns the group) */
+void vr_objs_each_large(struct vr_objs *os, void (*fn)(struct vr_obj *o)) _nonnull_();
 /* frees o (live, this generation); gauges were settled by the caller */
 void vr_objs_release(struct vr_objs *os, struct vr_obj *o) _nonnull_();
 /* the live object holding addr in chunk ch, or NULL; async-signal-safe */

@@ -94,14 +94,38 @@ struct vr_coop_member;
 #define VR_NSHARDS 16
 struct vr_shard {
 	_Atomic uint64_t ranges, volatile_bytes, purged_bytes;
+	_Atomic int64_t objects; /* live objects (obj.c) */
 } __attribute__((aligned(64)));
 
 /* one entry of the purge engine's heap of regions (purge.c); r == NULL:
- * object LRU source src (obj-lru.c) */
+ * LRU log src of the object group os (obj-lru.c) */
 struct vr_cand {
 	uint64_t age;
 	struct vr_region *r;
+	struct vr_objs *os;
 	size_t src;
+};
+
+/* priorities (S35): ctx-wide purges take 0 first ... VR_NPRIO - 1 last;
+ * the ranges of regions have VR_RANGE_PRIORITY */
+#define VR_NPRIO 8
+#define VR_RANGE_PRIORITY 4
+#define VR_OBJ_NLOG 16        /* LRU logs (purge sources) per object group */
+#define VR_OBJ_EXTRA_MAX 4096 /* side-car bytes per object (S36) */
+
+/* Objects purged while their group had a purge handler (S37), collected
+ * by a purge run under purge_lock and reported after it is released
+ * (vr_obj_notify): one entry per purged unit (a large object or a page of
+ * small ones), which holds a reference on its group.  A run stops when
+ * the batch is full; vr_ctx_purge_in then reports and runs again. */
+#define VR_NOTIFY_BATCH 64
+struct vr_notify_batch {
+	size_t n;
+	bool full; /* the run stopped because the batch was full */
+	struct {
+		uintptr_t unit;
+		struct vr_objs *os;
+	} e[VR_NOTIFY_BATCH];
 };
 
 struct vr_ctx {
@@ -109,11 +133,16 @@ struct vr_ctx {
 	pthread_mutex_t lock;
 	struct vr_region *regions; /* protected by lock; doubly linked */
 	size_t nregions;           /* protected by lock */
-	struct vr_cand *heap;      /* protected by purge_lock: room for every region */
+	struct vr_cand *heap;      /* protected by purge_lock: room for every region
+				      and every group's logs */
 	size_t heap_cap;           /* protected by purge_lock */
-	_Atomic bool limit_stuck;  /* the last purge could not reach its goal */
-	unsigned fork_gen;         /* vr_fork_gen at creation; immutable */
-	unsigned flags;            /* immutable */
+	/* object groups (S35): written under purge_lock and lock, read under
+	 * either; groups[0] is the default group (created with the ctx) */
+	struct vr_objs **groups;
+	size_t ngroups, groups_cap;
+	_Atomic bool limit_stuck; /* the last purge could not reach its goal */
+	unsigned fork_gen;        /* vr_fork_gen at creation; immutable */
+	unsigned flags;           /* immutable */
 
 	/* gauges: sharded atomics, updated under the region lock that
 	 * changed them, read without locks (vr_ctx_gauge) */
@@ -127,8 +156,10 @@ struct vr_ctx {
 	_Atomic uint64_t repairs;      /* S30: shared states repaired after a death */
 	_Atomic size_t limit;          /* 0 = none */
 
-	struct vr_monitor *monitor;       /* owned by monitor.c; NULL if none */
-	_Atomic(struct vr_objs *) objs;   /* obj.c: objects, created on first use */
+	struct vr_monitor *monitor;            /* owned by monitor.c; NULL if none */
+	struct vr_objs *objs;                  /* obj.c: the default group; immutable */
+	_Atomic(vr_obj_fault_fn) obj_fault_fn; /* every group's objects (S24) */
+	_Atomic(void *) obj_fault_arg;
 	_Atomic int monitor_source;       /* enum vr_monitor_source: the pressure source */
 	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
 
@@ -221,8 +252,16 @@ enum vr_purge_goal {
 	VR_PURGE_VOLATILE, /* until unpurged volatile bytes <= n */
 };
 /* purge_lock taken (-EDEADLK if this thread holds it or c->lock), shared
- * gauges synced, then vr_purge_run: bytes reclaimed or -errno */
-ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n) _nonnull_();
+ * gauges synced, then vr_purge_run, purge_lock released, then the purge
+ * handlers called (vr_obj_notify), repeated while the notification batch
+ * filled up: bytes reclaimed or -errno.  only: a group's own purge (its
+ * objects, its gauge for VR_PURGE_VOLATILE), NULL: the whole ctx */
+ssize_t vr_ctx_purge_in(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n)
+	_nonnull_(1);
+static inline ssize_t vr_ctx_purge_lru(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
+{
+	return vr_ctx_purge_in(c, NULL, goal, n);
+}
 void vr_ctx_sync_shared(struct vr_ctx *c) _nonnull_();
 
 /* ---- age.c: LRU age stamps ---- */
@@ -274,11 +313,14 @@ int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct 
 void vr_region_close(struct vr_region *r, bool inherited) _nonnull_();
 
 /* ---- purge.c: the purge engine ---- */
-/* purges in S8 order until the goal is met; bytes reclaimed.  purge_lock
- * held and shared gauges synced (vr_ctx_purge_lru does both).  Never
- * allocates. */
-ssize_t vr_purge_run(struct vr_ctx *ctx, enum vr_purge_goal goal, uint64_t n) _nonnull_();
-/* room in the purge heap for n regions; called with purge_lock held */
+/* purges in S35 order (priority, then S8 age) until the goal is met, the
+ * objects' purges it made collected in *b; bytes reclaimed.  only: the
+ * objects of that group alone.  purge_lock held and shared gauges synced
+ * (vr_ctx_purge_in does both).  Never allocates. */
+ssize_t vr_purge_run(struct vr_ctx *ctx, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n,
+		     struct vr_notify_batch *b) _nonnull_(1, 5);
+/* room in the purge heap for n regions and the ctx's groups; called
+ * with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 void vr_purge_init(void);                      /* at every vr_ctx_new */
 extern const struct vr_atfork vr_purge_atfork; /* child: new purge generations */
@@ -300,30 +342,54 @@ void vr_registry_atfork_prepare(void);
 void vr_registry_atfork_parent(void);
 void vr_registry_atfork_child(void);
 
-/* ---- obj.c: objects (obj.h has the rest) ---- */
+/* ---- obj*.c: objects and their groups (obj.h has the rest) ---- */
+/* every group of c (inherited: only the child's copies) */
 void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
-uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_();
-/* an arena for c, not yet published in c->objs (ctx.c does that) */
-struct vr_objs *vr_objs_create(struct vr_ctx *c) _nonnull_();
-void vr_objs_free(struct vr_objs *os) _nonnull_(); /* one never published */
-/* vr_obj_new's object, arguments checked: 0 or -errno */
-int vr_objs_new_obj(struct vr_objs *os, size_t size, struct vr_obj **out) _nonnull_();
-void vr_objs_set_fault_handler(struct vr_objs *os, vr_obj_fault_fn fn, void *arg) _nonnull_(1);
-/* vr_obj_unpin without the limit (ctx.c's vr_obj_unpin enforces it):
- * *owner is set to the object's ctx when bytes became volatile */
-int vr_obj_unpin_unit(struct vr_obj *o, struct vr_ctx **owner) _nonnull_(2);
+uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_(); /* lock-free */
+/* a group (arena) of c with that priority, one reference held, not yet
+ * in c->groups (ctx.c links it) */
+struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default) _nonnull_();
+/* drop a reference; the last one frees the group and what is left in it */
+void vr_objs_put(struct vr_objs *os) _nonnull_();
+void vr_objs_free_inherited(struct vr_objs *os) _nonnull_(); /* fork child */
+/* a group leaves its ctx: its objects leave the ctx's gauges */
+void vr_objs_retire(struct vr_objs *os) _nonnull_();
+/* the public group of an arena and back */
+struct vr_group *vr_objs_group(struct vr_objs *os) _nonnull_();
+struct vr_objs *vr_group_objs(struct vr_group *g) _nonnull_();
+struct vr_ctx *vr_objs_ctx(const struct vr_objs *os) _nonnull_();
+int vr_objs_priority(const struct vr_objs *os) _nonnull_();
+/* vr_obj_new_in's object, arguments checked: 0 or -errno */
+int vr_objs_new_obj(struct vr_objs *os, size_t size, size_t extra, struct vr_obj **out) _nonnull_();
+/* free every live object of the group (vr_group_destroy of the default) */
+void vr_objs_free_all(struct vr_objs *os) _nonnull_();
+void vr_obj_set_fault_handler(struct vr_ctx *c, vr_obj_fault_fn fn, void *arg) _nonnull_(1);
+int vr_objs_set_purge_handler(struct vr_objs *os, vr_purge_fn fn, void *arg) _nonnull_(1);
+/* the group's limit (0 = none) and statistics (S35) */
+void vr_objs_set_limit(struct vr_objs *os, size_t bytes) _nonnull_();
+/* the limit when the group's unpurged volatile bytes exceed it, else 0 */
+size_t vr_objs_over_limit(struct vr_objs *os) _nonnull_();
+uint64_t vr_objs_stat(struct vr_objs *os, enum vr_stat which) _nonnull_();
+/* vr_obj_unpin without the limits (ctx.c's vr_obj_unpin enforces them):
+ * *owner is set to the object's group and *glimit to its limit when
+ * bytes became volatile */
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit) _nonnull_(2, 3);
 uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
-/* the object LRU as purge sources (ctx->purge_lock held): the logs
- * 0 .. vr_obj_nsources() - 1 and the requeue heap, source
- * vr_obj_nsources() (none when it returns 0), each with the age of its
- * oldest entry (UINT64_MAX: empty) and a call that pops and purges that
- * entry (bytes reclaimed, 0 for a stale or skipped entry).  A log's oldest
- * only grows while purge_lock is held; the requeue heap's can fall (a
- * stale entry of another source moves there), see purge.c */
-size_t vr_obj_nsources(struct vr_ctx *c) _nonnull_();
-uint64_t vr_obj_src_oldest(struct vr_ctx *c, size_t i) _nonnull_();
-int64_t vr_obj_src_purge(struct vr_ctx *c, size_t i) _nonnull_();
-void vr_obj_purge_done(struct vr_ctx *c) _nonnull_(); /* end of a purge run */
+/* the object LRU of a group as purge sources (ctx->purge_lock held): the
+ * logs 0 .. VR_OBJ_NLOG - 1 and the requeue heap, source VR_OBJ_NLOG,
+ * each with the age of its oldest entry (UINT64_MAX: empty) and a call
+ * that pops and purges that entry (bytes reclaimed, 0 for a stale or
+ * skipped entry; an object purged while the group has a purge handler
+ * goes into *b).  A log's oldest only grows while purge_lock is held; the
+ * requeue heap's can fall (a stale entry of another source moves there),
+ * see purge.c.  *vr_obj_src_mask is purge.c's: the logs in its heap. */
+uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i) _nonnull_();
+int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b) _nonnull_();
+uint32_t *vr_obj_src_mask(struct vr_objs *os) _nonnull_();
+void vr_obj_purge_done(struct vr_objs *os) _nonnull_(); /* end of a purge level */
+/* call the purge handlers for the batch's objects (no library lock held)
+ * and drop the batch's references */
+void vr_obj_notify(struct vr_notify_batch *b) _nonnull_();
 /* the SIGSEGV handler's hook: 1 if the fault was on object memory and was
  * handled (re-run, handler called, or SIGBUS delivered through deliver) */
 int vr_obj_fault(siginfo_t *si, void *uc, void (*deliver)(void *addr, ucontext_t *uc));

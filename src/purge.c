@@ -91,67 +91,134 @@ static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
 
 VR_AGE_HEAP(cand, struct vr_cand)
 
-static bool goal_met(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n, uint64_t reclaimed)
+/* One purge run (S35): priority levels from 0 up, or one group's level.
+ * Within a level the sources are merged by age: the regions (level
+ * VR_RANGE_PRIORITY only) and the LRU logs of every group of the level in
+ * the heap, the groups' requeue heaps beside it. */
+struct run {
+	struct vr_ctx *c;
+	struct vr_objs *only; /* a group's own purge or limit */
+	int prio;             /* the level running */
+	enum vr_purge_goal goal;
+	uint64_t n, reclaimed, gen;
+	struct vr_cand *h;
+	size_t nh;
+	struct vr_notify_batch *b;
+};
+
+static bool goal_met(const struct run *u)
 {
-	if (goal == VR_PURGE_BYTES)
-		return reclaimed >= n;
-	return vr_ctx_gauge(c, VR_G_VOLATILE) <= n;
+	if (u->goal == VR_PURGE_BYTES)
+		return u->reclaimed >= u->n;
+	uint64_t v = u->only ? vr_objs_stat(u->only, VR_STAT_VOLATILE_BYTES)
+			     : vr_ctx_gauge(u->c, VR_G_VOLATILE);
+	return v <= u->n;
+}
+
+/* stop: goal met, or a full batch to report first (vr_ctx_purge_in runs
+ * again after reporting) */
+static bool run_stop(struct run *u)
+{
+	if (u->b->n >= VR_NOTIFY_BATCH) {
+		u->b->full = true;
+		return true;
+	}
+	return goal_met(u);
+}
+
+/* the groups of the level: g = NULL starts; NULL when there is no next */
+static struct vr_objs *level_next(const struct run *u, size_t *k)
+{
+	if (u->only)
+		return (*k)++ == 0 ? u->only : NULL;
+	while (*k < u->c->ngroups) {
+		struct vr_objs *os = u->c->groups[(*k)++];
+		if (vr_objs_priority(os) == u->prio)
+			return os;
+	}
+	return NULL;
 }
 
 /* Object LRU sources (obj-lru.c).  The logs are entries with r == NULL
- * in the heap; *in has a bit per log present in it.  A log's key is the
- * age of its head entry, a lower bound of the unit's age (the entry is
- * lazy), and a log never gets an older head while the purge lock is held
- * (unpins append younger entries).  The requeue heap is not in the heap:
- * a step that finds its entry's unit younger than the entry moves the
- * entry there with the unit's true age, so its oldest can FALL during a
- * purge, and a key in the heap would then be too young: the unit would
- * be passed over.  It is compared with the heap's top
- * at every step instead (rq_oldest, one atomic load). */
-static inline uint64_t rq_oldest(struct vr_ctx *c)
+ * in the heap; a group's *vr_obj_src_mask has a bit per log present in
+ * it.  A log's key is the age of its head entry, a lower bound of the
+ * unit's age (the entry is lazy), and a log never gets an older head
+ * while the purge lock is held (unpins append younger entries).  The
+ * requeue heaps are not in the heap: a step that finds its entry's unit
+ * younger than the entry moves the entry there with the unit's true age,
+ * so a requeue heap's oldest can FALL during a purge, and a key in the
+ * heap would then be too young: the unit would be passed over.  They are
+ * compared with the heap's top at every step instead (rq_oldest, one
+ * atomic load per group of the level). */
+static uint64_t rq_oldest(const struct run *u, struct vr_objs **from)
 {
-	size_t nlog = vr_obj_nsources(c);
-	return nlog ? vr_obj_src_oldest(c, nlog) : UINT64_MAX;
+	uint64_t best = UINT64_MAX;
+	size_t k = 0;
+	for (struct vr_objs *os; (os = level_next(u, &k));) {
+		uint64_t a = vr_obj_src_oldest(os, VR_OBJ_NLOG);
+		if (a < best) {
+			best = a;
+			*from = os;
+		}
+	}
+	return best;
 }
 
-static void obj_fill(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
+static void obj_fill(struct run *u, struct vr_objs *os)
 {
-	size_t nlog = vr_obj_nsources(c);
-	for (size_t i = 0; i < nlog; i++) {
+	uint32_t *in = vr_obj_src_mask(os);
+	for (size_t i = 0; i < VR_OBJ_NLOG; i++) {
 		uint64_t age;
-		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(c, i)) == UINT64_MAX)
+		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(os, i)) == UINT64_MAX)
 			continue;
-		h[*nh] = (struct vr_cand){ age, NULL, i };
-		cand_sift_up(h, (*nh)++);
-		*in |= 1ull << i;
+		u->h[u->nh] = (struct vr_cand){ age, NULL, os, i };
+		cand_sift_up(u->h, u->nh++);
+		*in |= 1u << i;
 	}
+}
+
+static void obj_fill_level(struct run *u)
+{
+	size_t k = 0;
+	for (struct vr_objs *os; (os = level_next(u, &k));)
+		obj_fill(u, os);
 }
 
 /* does a source other than the heap's top hold something older than age?
  * (the top's key may be stale: too old, never too young) */
-static bool older_elsewhere(struct vr_ctx *c, const struct vr_cand *h, size_t nh, uint64_t age)
+static bool older_elsewhere(const struct run *u, uint64_t age)
 {
-	return (nh > 1 && age > h[1].age) || (nh > 2 && age > h[2].age) || age > rq_oldest(c);
+	struct vr_objs *os;
+	const struct vr_cand *h = u->h;
+	size_t nh = u->nh;
+	return (nh > 1 && age > h[1].age) || (nh > 2 && age > h[2].age) || age > rq_oldest(u, &os);
+}
+
+static void heap_pop_top(struct run *u)
+{
+	u->h[0] = u->h[--u->nh];
+	cand_sift_down(u->h, u->nh, 0);
 }
 
 /* one step of the log at the heap's top: purge its head if it is the
  * oldest entry of all, else just correct its key */
-static uint64_t obj_step(struct vr_ctx *c, struct vr_cand *h, size_t *nh, uint64_t *in)
+static void obj_step(struct run *u)
 {
-	size_t src = h[0].src;
-	uint64_t age = vr_obj_src_oldest(c, src), got = 0;
-	if (age != UINT64_MAX && !older_elsewhere(c, h, *nh, age)) {
-		got = (uint64_t)vr_obj_src_purge(c, src);
-		age = vr_obj_src_oldest(c, src);
+	struct vr_objs *os = u->h[0].os;
+	size_t src = u->h[0].src;
+	uint64_t age = vr_obj_src_oldest(os, src);
+	if (age != UINT64_MAX && !older_elsewhere(u, age)) {
+		u->reclaimed += (uint64_t)vr_obj_src_purge(os, src, u->b);
+		age = vr_obj_src_oldest(os, src);
 	}
-	h[0].age = age;
+	u->h[0].age = age;
 	if (age == UINT64_MAX) {
-		h[0] = h[--*nh];
-		*in &= ~(1ull << src);
+		*vr_obj_src_mask(os) &= ~(1u << src);
+		heap_pop_top(u);
+	} else {
+		cand_sift_down(u->h, u->nh, 0);
 	}
-	cand_sift_down(h, *nh, 0);
-	obj_fill(c, h, nh, in);
-	return got;
+	obj_fill(u, os);
 }
 
 /* the region's oldest candidate not yet tried by purge generation gen
@@ -169,9 +236,103 @@ static void region_lru_pop(struct vr_region *r)
 	vr_lru_pop(r->map);
 }
 
+/* one step of the region at the heap's top */
+static void region_step(struct run *u)
+{
+	struct vr_region *r = u->h[0].r;
+	vr_region_lock(r);
+	struct vr_range *rg = region_lru_peek(r, u->gen);
+	if (!rg) {
+		vr_region_unlock(r);
+		heap_pop_top(u);
+		return;
+	}
+	uint64_t age = vr_range_age(rg);
+	if (older_elsewhere(u, age)) {
+		/* stale key: another source holds an older unit */
+		vr_region_unlock(r);
+		u->h[0].age = age;
+		cand_sift_down(u->h, u->nh, 0);
+		return;
+	}
+	int64_t got = purge_range(r, rg);
+	region_lru_pop(r);
+	if (got >= 0) {
+		u->reclaimed += (uint64_t)got;
+		vr_region_publish_oldest(r);
+	}
+	/* the next candidate's age is read under the lock: once it is
+	 * dropped the range may be freed or reused */
+	rg = region_lru_peek(r, u->gen);
+	u->h[0].age = rg ? vr_range_age(rg) : UINT64_MAX;
+	vr_region_unlock(r);
+	if (!rg)
+		heap_pop_top(u);
+	else
+		cand_sift_down(u->h, u->nh, 0);
+}
+
+/* regions cannot go away while purge_lock is held.  The heap has room
+ * for every region and every group's logs (vr_purge_reserve), so a purge
+ * never allocates: it must work when memory is short.  Regions whose
+ * lock this thread holds (a purge from a signal handler) are left out. */
+static void fill_regions(struct run *u)
+{
+	struct vr_ctx *c = u->c;
+	vr_lock(&c->lock, VR_RANK_CTX);
+	for (struct vr_region *r = c->regions; r && u->nh < c->heap_cap; r = r->next) {
+		uint64_t age = vr_region_oldest(r);
+		if (age != UINT64_MAX && !vr_held(r->lockp))
+			u->h[u->nh++] = (struct vr_cand){ age, r, NULL, 0 };
+	}
+	vr_unlock(&c->lock);
+	for (size_t i = u->nh / 2; i-- > 0;)
+		cand_sift_down(u->h, u->nh, i);
+}
+
+/* one level; true when it ran dry (nothing purgeable left in it) */
+static bool run_level(struct run *u)
+{
+	size_t k = 0;
+	for (struct vr_objs *os; (os = level_next(u, &k));)
+		*vr_obj_src_mask(os) = 0;
+	u->nh = 0;
+	if (!u->only && u->prio == VR_RANGE_PRIORITY)
+		fill_regions(u);
+	obj_fill_level(u);
+	bool dry = false;
+	for (;;) {
+		struct vr_objs *from = NULL;
+		uint64_t rq = rq_oldest(u, &from);
+		if (u->nh == 0 && rq == UINT64_MAX) {
+			/* entries appended by unpins during the run */
+			obj_fill_level(u);
+			if (u->nh == 0) {
+				dry = true;
+				break;
+			}
+		}
+		if (run_stop(u))
+			break;
+		if (rq != UINT64_MAX && (u->nh == 0 || rq <= u->h[0].age)) {
+			/* a requeue heap holds the oldest entry */
+			u->reclaimed += (uint64_t)vr_obj_src_purge(from, VR_OBJ_NLOG, u->b);
+			obj_fill(u, from);
+		} else if (u->h[0].r) {
+			region_step(u);
+		} else {
+			obj_step(u);
+		}
+	}
+	k = 0;
+	for (struct vr_objs *os; (os = level_next(u, &k));)
+		vr_obj_purge_done(os);
+	return dry;
+}
+
 int vr_purge_reserve(struct vr_ctx *c, size_t n)
 {
-	n += vr_obj_nsources(c); /* and room for the object logs */
+	n += c->ngroups * VR_OBJ_NLOG; /* and room for the groups' logs */
 	if (c->heap_cap >= n)
 		return 0;
 	size_t cap = c->heap_cap ? c->heap_cap * 2 : 32;
@@ -186,88 +347,32 @@ int vr_purge_reserve(struct vr_ctx *c, size_t n)
 	return 0;
 }
 
-ssize_t vr_purge_run(struct vr_ctx *c, enum vr_purge_goal goal, uint64_t n)
+ssize_t vr_purge_run(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n,
+		     struct vr_notify_batch *b)
 {
-	uint64_t reclaimed = 0;
-	if (goal_met(c, goal, n, 0))
+	struct run u = { .c = c, .only = only, .goal = goal, .n = n, .h = c->heap, .b = b };
+	if (goal_met(&u))
 		return 0;
 	/* generations are unique across processes too: a shared file's
 	 * purge cursor (range-lru.c) is in its state, and a purge by another
 	 * process must not continue this one's pass */
 	uint64_t pid = atomic_load_explicit(&gen_pid, memory_order_relaxed);
-	uint64_t gen =
-		pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
-
-	/* regions cannot go away while purge_lock is held.  The heap has room
-	 * for every region (vr_purge_reserve at region creation), so a purge
-	 * never allocates: it must work when memory is short.  Regions whose
-	 * lock this thread holds (a purge from a signal handler) are left
-	 * out. */
-	vr_lock(&c->lock, VR_RANK_CTX);
-	struct vr_cand *h = c->heap;
-	size_t nh = 0, nobj = vr_obj_nsources(c);
-	for (struct vr_region *r = c->regions; r && nh + nobj < c->heap_cap; r = r->next) {
-		uint64_t age = vr_region_oldest(r);
-		if (age != UINT64_MAX && !vr_held(r->lockp))
-			h[nh++] = (struct vr_cand){ age, r, 0 };
-	}
-	vr_unlock(&c->lock);
-	for (size_t i = nh / 2; i-- > 0;)
-		cand_sift_down(h, nh, i);
-	uint64_t in = 0; /* object sources in the heap (at most 64) */
-	obj_fill(c, h, &nh, &in);
-
-	for (;;) {
-		uint64_t rq = rq_oldest(c);
-		if ((nh == 0 && rq == UINT64_MAX) || goal_met(c, goal, n, reclaimed))
+	u.gen = pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
+	bool dry = true;
+	for (int p = only ? vr_objs_priority(only) : 0; p < VR_NPRIO; p++) {
+		u.prio = p;
+		if (!run_level(&u)) {
+			dry = false;
 			break;
-		if (rq != UINT64_MAX && (nh == 0 || rq <= h[0].age)) {
-			/* the requeue heap holds the oldest entry */
-			reclaimed += (uint64_t)vr_obj_src_purge(c, vr_obj_nsources(c));
-			obj_fill(c, h, &nh, &in);
-			continue;
 		}
-		struct vr_region *r = h[0].r;
-		if (!r) {
-			reclaimed += obj_step(c, h, &nh, &in);
-			continue;
-		}
-		vr_region_lock(r);
-		struct vr_range *rg = region_lru_peek(r, gen);
-		if (!rg) {
-			vr_region_unlock(r);
-			h[0] = h[--nh];
-			cand_sift_down(h, nh, 0);
-			continue;
-		}
-		uint64_t age = vr_range_age(rg);
-		if (older_elsewhere(c, h, nh, age)) {
-			/* stale key: another source holds an older unit */
-			vr_region_unlock(r);
-			h[0].age = age;
-			cand_sift_down(h, nh, 0);
-			continue;
-		}
-		int64_t got = purge_range(r, rg);
-		region_lru_pop(r);
-		if (got >= 0) {
-			reclaimed += (uint64_t)got;
-			vr_region_publish_oldest(r);
-		}
-		/* the next candidate's age is read under the lock: once it is
-		 * dropped the range may be freed or reused */
-		rg = region_lru_peek(r, gen);
-		h[0].age = rg ? vr_range_age(rg) : UINT64_MAX;
-		vr_region_unlock(r);
-		if (!rg)
-			h[0] = h[--nh];
-		cand_sift_down(h, nh, 0);
+		if (only)
+			break;
 	}
-	/* nothing purgeable is left (the loop ran dry): remember it, so that
-	 * limit checks of marks that add nothing purgeable skip the walk over
-	 * every region (vr_mark clears it when it adds a purgeable range) */
-	if (nh == 0 && rq_oldest(c) == UINT64_MAX)
+	/* nothing purgeable is left in the ctx (every level ran dry):
+	 * remember it, so that limit checks of marks that add nothing
+	 * purgeable skip the walk over every region (vr_mark clears it when
+	 * it adds a purgeable range) */
+	if (!only && dry)
 		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
-	vr_obj_purge_done(c);
-	return (ssize_t)reclaimed;
+	return (ssize_t)u.reclaimed;
 }

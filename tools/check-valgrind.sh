@@ -23,7 +23,7 @@ esac
 [ "${VRANGE_TRAP:-}" = uffd ] && unset VRANGE_TRAP
 supp=$srcdir/tests/valgrind.supp
 fail=0
-for name in ptr-api lazy-objects adopt; do
+for name in ptr-api lazy-objects adopt cache-groups; do
 	exe=$b/examples/$name
 	[ -x "$exe" ] || { echo "FAIL: no $exe (build first)"; fail=1; continue; }
 	out=$(valgrind --leak-check=full --show-leak-kinds=all --errors-for-leak-kinds=all \

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * obj-group.c - groups of objects (API S35-S37): a group is one arena
+ * (struct vr_objs: its own chunks, slabs, LRU logs and requeue heap), so
+ * small objects of different groups never share a page and a group's
+ * purge reads only its own LRU.  Here: making and freeing arenas, the
+ * group's limit, statistics and purge handler, and reporting purges.
+ *
+ * Lifetime.  A group is referenced by its ctx's c->groups and by every
+ * notification batch entry that names it (taken under purge_lock by the
+ * purge that filled the batch).  vr_group_destroy unlinks it and drops
+ * the ctx's reference; the last reference frees it, so a purging thread
+ * that reports after a destroy still reads valid memory (and finds no
+ * handler).  Handles, slabs and page descriptors are type-stable until
+ * then (obj.h).
+ *
+ * PURGE NOTIFICATION (S37), exactly once per purge of an object:
+ *   - the purge sets OS_NOTIFY together with OS_PURGED (obj-lru.c take_*)
+ *     if the group has a handler at that moment, and puts the unit in the
+ *     batch;
+ *   - the reporter clears OS_NOTIFY with a compare-and-swap and calls the
+ *     handler only if it cleared it, so two threads reporting the same
+ *     page (purged, partly restored, purged again) never report one
+ *     purge twice; a freed or reallocated object has no OS_NOTIFY;
+ *   - the handler runs in a callback section (callback.c), with no
+ *     library lock held, so vr_group_set_purge_handler can wait for it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/inject.h"
+#include "obj.h"
+
+struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default)
+{
+	struct vr_group *g = vr_calloc_aligned(sizeof(*g));
+	if (!g)
+		return NULL;
+	struct vr_objs *os = &g->objs;
+	if (vr_objs_alloc_init(os) < 0) {
+		free(g);
+		return NULL;
+	}
+	uint64_t last = 0;
+	os->ctx = c;
+	os->age_base = vr_age_after(&last) - 1; /* ages in states are relative */
+	os->priority = priority;
+	os->is_default = is_default;
+	atomic_init(&os->refs, 1);
+	pthread_mutex_init(&os->span_lock, NULL);
+	pthread_mutex_init(&os->rq_lock, NULL);
+	atomic_init(&os->rq_oldest, UINT64_MAX);
+	for (int i = 0; i < OBJ_NLOG; i++) {
+		pthread_mutex_init(&os->logs[i].lock, NULL);
+		atomic_init(&os->logs[i].oldest, UINT64_MAX);
+	}
+	return os;
+}
+
+static void objs_free(struct vr_objs *os, bool inherited)
+{
+	vr_objs_alloc_fini(os, inherited);
+	vr_obj_lru_fini(os, inherited);
+	if (!inherited)
+		pthread_mutex_destroy(&os->span_lock);
+	free(os);
+}
+
+void vr_objs_put(struct vr_objs *os)
+{
+	if (atomic_fetch_sub(&os->refs, 1) == 1)
+		objs_free(os, false);
+}
+
+void vr_objs_free_inherited(struct vr_objs *os)
+{
+	objs_free(os, true);
+}
+
+void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited)
+{
+	/* no purge runs now (the ctx is going): every reference is the ctx's */
+	for (size_t i = 0; i < c->ngroups; i++)
+		objs_free(c->groups[i], inherited);
+	free(c->groups);
+	c->groups = NULL;
+	c->ngroups = 0;
+	c->objs = NULL;
+}
+
+void vr_objs_retire(struct vr_objs *os)
+{
+	struct vr_shard *sh = &os->ctx->shards[0];
+	atomic_fetch_sub(&sh->volatile_bytes, vr_objs_stat(os, VR_STAT_VOLATILE_BYTES));
+	atomic_fetch_sub(&sh->purged_bytes, vr_objs_stat(os, VR_STAT_PURGED_BYTES));
+	atomic_fetch_sub(&sh->objects, (int64_t)vr_objs_stat(os, VR_STAT_OBJECTS));
+}
+
+struct vr_group *vr_objs_group(struct vr_objs *os)
+{
+	return (struct vr_group *)((char *)os - offsetof(struct vr_group, objs));
+}
+
+struct vr_objs *vr_group_objs(struct vr_group *g)
+{
+	return &g->objs;
+}
+
+struct vr_ctx *vr_objs_ctx(const struct vr_objs *os)
+{
+	return os->ctx;
+}
+
+int vr_objs_priority(const struct vr_objs *os)
+{
+	return os->priority;
+}
+
+static void free_obj(struct vr_obj *o)
+{
+	vr_obj_free(o);
+}
+
+void vr_objs_free_all(struct vr_objs *os)
+{
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	struct vr_slab *first = os->slabs; /* slabs are only ever added */
+	vr_unlock(&os->span_lock);
+	for (struct vr_slab *s = first; s; s = s->all)
+		for (uint32_t i = 0; i < s->nslots; i++)
+			if (atomic_load(&s->objs[i].state) & OS_LIVE)
+				vr_obj_free(&s->objs[i]);
+	vr_objs_each_large(os, free_obj);
+}
+
+/* ---- limit and statistics ---- */
+static int64_t log_sum(struct vr_objs *os, size_t field)
+{
+	int64_t n = 0;
+	for (int i = 0; i < OBJ_NLOG; i++)
+		n += atomic_load_explicit((_Atomic int64_t *)((char *)&os->logs[i] + field),
+					  memory_order_relaxed);
+	return n > 0 ? n : 0;
+}
+
+uint64_t vr_objs_stat(struct vr_objs *os, enum vr_stat which)
+{
+	switch (which) {
+	case VR_STAT_OBJECTS:
+		return (uint64_t)log_sum(os, offsetof(struct vr_olog, objects));
+	case VR_STAT_VOLATILE_BYTES:
+		return (uint64_t)log_sum(os, offsetof(struct vr_olog, volatile_bytes));
+	case VR_STAT_PURGED_BYTES:
+		return (uint64_t)log_sum(os, offsetof(struct vr_olog, purged_bytes));
+	case VR_STAT_PURGES:
+		return atomic_load(&os->purges);
+	case VR_STAT_RECLAIMED_BYTES:
+		return atomic_load(&os->reclaimed);
+	default:
+		return 0;
+	}
+}
+
+void vr_objs_set_limit(struct vr_objs *os, size_t bytes)
+{
+	atomic_store(&os->limit, bytes);
+}
+
+size_t vr_objs_over_limit(struct vr_objs *os)
+{
+	size_t limit = atomic_load_explicit(&os->limit, memory_order_relaxed);
+	if (!limit ||
+	    (uint64_t)log_sum(os, offsetof(struct vr_olog, volatile_bytes)) <= (uint64_t)limit)
+		return 0;
+	return limit;
+}
+
+/* ---- purge notification ---- */
+int vr_objs_set_purge_handler(struct vr_objs *os, vr_purge_fn fn, void *arg)
+{
+	atomic_store(&os->purge_fn, NULL);
+	atomic_store(&os->purge_arg, fn ? arg : NULL);
+	atomic_store(&os->purge_fn, fn);
+	/* the replaced handler is not running when this returns (but in this
+	 * thread, if it is one) and is not called again */
+	vr_cb_synchronize();
+	return 0;
+}
+
+static void report(struct vr_objs *os, struct vr_obj *o)
+{
+	uint64_t s = atomic_load(&o->state);
+	do {
+		if ((s & (OS_LIVE | OS_NOTIFY)) != (OS_LIVE | OS_NOTIFY))
+			return; /* reported by another thread, or freed */
+	} while (!atomic_compare_exchange_weak(&o->state, &s, s & ~(uint64_t)OS_NOTIFY));
+	vr_purge_fn fn = atomic_load(&os->purge_fn);
+	void *arg = atomic_load(&os->purge_arg);
+	if (fn) /* NULL: removed since the purge, which goes unreported */
+		fn(o, arg);
+}
+
+static void report_unit(struct vr_objs *os, uintptr_t unit)
+{
+	if (unit & 1) {
+		report(os, (struct vr_obj *)(unit & ~(uintptr_t)1));
+		return;
+	}
+	struct vr_opage *p = (struct vr_opage *)unit;
+	struct vr_slab *s = p->slab;
+	uint32_t lo, hi;
+	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+	for (uint32_t i = lo; i <= hi; i++)
+		report(os, &s->objs[i]);
+}
+
+void vr_obj_notify(struct vr_notify_batch *b)
+{
+	unsigned long cb = vr_cb_enter();
+	for (size_t k = 0; k < b->n; k++)
+		report_unit(b->e[k].os, b->e[k].unit);
+	vr_cb_leave(cb);
+	for (size_t k = 0; k < b->n; k++)
+		vr_objs_put(b->e[k].os);
+	b->n = 0;
+}

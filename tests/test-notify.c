@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-notify.c - purge notification (API S37)
+ *
+ * once: every purged object of a group with a handler is reported once,
+ * by the purging thread, already VOLATILE|PURGED; others are not, nor are
+ * purges made while the group had no handler.
+ * frees: a handler that frees its object, across more purged units than
+ * one report batch holds.
+ * replace: replacing the handler waits for a call in flight in another
+ * thread.
+ * concurrent: three threads pin (counting VR_PURGED), write and unpin
+ * objects of two groups under a memory limit the monitor's limit watcher
+ * enforces (VRANGE_MEMORY_LIMIT), while a fourth purges groups and the
+ * ctx: at the end each object was reported exactly as often as it was
+ * purged (the VR_PURGED pins, plus one if it is purged now).
+ */
+#include "tests.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+static size_t P;
+
+/* ---- once ---- */
+struct once {
+	_Atomic int calls, bad_state, bad_thread;
+	pthread_t purger;
+	struct vr_obj **objs;
+	int n;
+	int *seen;
+};
+
+static void on_purge(struct vr_obj *o, void *arg)
+{
+	struct once *w = arg;
+	atomic_fetch_add(&w->calls, 1);
+	if (vr_obj_status(o) != (VR_STATE_VOLATILE | VR_STATE_PURGED))
+		atomic_fetch_add(&w->bad_state, 1);
+	if (!pthread_equal(pthread_self(), w->purger))
+		atomic_fetch_add(&w->bad_thread, 1);
+	for (int i = 0; i < w->n; i++)
+		if (w->objs[i] == o)
+			w->seen[i]++;
+}
+
+static void test_once(void **state)
+{
+	(void)state;
+	enum { N = 200 };
+	struct vr_ctx *c;
+	struct vr_group *g, *quiet;
+	struct vr_obj *o[N], *q[8];
+	int seen[N] = { 0 };
+	struct once w = { .purger = pthread_self(), .objs = o, .n = N, .seen = seen };
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 3, &g), 0);
+	assert_int_equal(vr_group_new(c, 3, &quiet), 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(vr_obj_new_in(g, i % 4 ? 40 + (size_t)i : 2 * P, 0, 0, &o[i]), 0);
+		assert_int_equal(vr_obj_unpin(o[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(vr_obj_new_in(quiet, P, 0, 0, &q[i]), 0);
+		assert_int_equal(vr_obj_unpin(q[i]), 0);
+	}
+	/* purged without a handler: never reported */
+	assert_true(vr_group_purge(g, 3 * P) > 0);
+	int before = 0;
+	bool was[N];
+	for (int i = 0; i < N; i++) {
+		was[i] = vr_obj_status(o[i]) == (VR_STATE_VOLATILE | VR_STATE_PURGED);
+		before += was[i];
+	}
+	assert_true(before > 0);
+	assert_int_equal(vr_group_set_purge_handler(g, on_purge, &w), 0);
+	assert_true(vr_ctx_purge(c, SIZE_MAX) > 0);
+	assert_int_equal(w.calls, N - before);
+	assert_int_equal(w.bad_state, 0);
+	assert_int_equal(w.bad_thread, 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(seen[i], was[i] ? 0 : 1);
+	for (int i = 0; i < 8; i++) /* purged, in a group without a handler */
+		assert_int_equal(vr_obj_status(q[i]), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	vr_ctx_destroy(c);
+}
+
+/* ---- frees ---- */
+static _Atomic int freed;
+static void free_it(struct vr_obj *o, void *arg)
+{
+	(void)arg;
+	vr_obj_free(o);
+	atomic_fetch_add(&freed, 1);
+}
+
+static void test_frees(void **state)
+{
+	(void)state;
+	enum { NS = 6000, NL = 150 }; /* > 64 pages and > 64 large objects */
+	struct vr_ctx *c;
+	struct vr_group *g;
+	struct vr_obj *o;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 0, &g), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, free_it, NULL), 0);
+	for (int i = 0; i < NS + NL; i++) {
+		assert_int_equal(vr_obj_new_in(g, i < NS ? 64 : P, 16, 0, &o), 0);
+		assert_int_equal(vr_obj_unpin(o), 0);
+	}
+	atomic_store(&freed, 0);
+	assert_true(vr_ctx_purge(c, SIZE_MAX) > 0);
+	assert_int_equal(freed, NS + NL);
+	assert_int_equal(vr_group_stat(g, VR_STAT_OBJECTS), 0);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_PURGED_BYTES), 0);
+	vr_ctx_destroy(c);
+}
+
+/* ---- replace ---- */
+struct slow {
+	_Atomic int entered, left;
+};
+static void slow_fn(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	struct slow *s = arg;
+	atomic_store(&s->entered, 1);
+	usleep(200 * 1000);
+	atomic_store(&s->left, 1);
+}
+
+static void *purge_thread(void *arg)
+{
+	vr_group_purge(arg, SIZE_MAX);
+	return NULL;
+}
+
+static void test_replace(void **state)
+{
+	(void)state;
+	struct vr_ctx *c;
+	struct vr_group *g;
+	struct vr_obj *o;
+	struct slow s = { 0 };
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 5, &g), 0);
+	assert_int_equal(vr_obj_new_in(g, P, 0, 0, &o), 0);
+	assert_int_equal(vr_obj_unpin(o), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, slow_fn, &s), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, purge_thread, g), 0);
+	while (!atomic_load(&s.entered))
+		usleep(1000);
+	assert_int_equal(vr_group_set_purge_handler(g, NULL, NULL), 0);
+	assert_int_equal(atomic_load(&s.left), 1); /* waited for the call */
+	pthread_join(t, NULL);
+	vr_ctx_destroy(c);
+}
+
+/* ---- concurrent ---- */
+#define CN 3000
+struct conc {
+	struct vr_ctx *c;
+	struct vr_group *g[2];
+	struct vr_obj *o[CN];
+	_Atomic int lock[CN]; /* one worker at a time per object */
+	_Atomic uint64_t purged[CN], notified[CN];
+	_Atomic bool stop;
+	_Atomic uint64_t seed;
+};
+
+static void count_fn(struct vr_obj *o, void *arg)
+{
+	struct conc *k = arg;
+	uint32_t i = *(uint32_t *)vr_obj_extra(o);
+	atomic_fetch_add(&k->notified[i], 1);
+}
+
+static void *worker(void *arg)
+{
+	struct conc *k = arg;
+	struct vt_rng g;
+	vt_seed(&g, atomic_fetch_add(&k->seed, 1));
+	while (!atomic_load(&k->stop)) {
+		uint32_t i = (uint32_t)vt_below(&g, CN);
+		int z = 0;
+		if (!atomic_compare_exchange_strong(&k->lock[i], &z, 1))
+			continue;
+		int rc = vr_obj_pin(k->o[i]);
+		if (rc == VR_PURGED)
+			atomic_fetch_add(&k->purged[i], 1);
+		if (rc >= 0) {
+			memset(vr_obj_ptr(k->o[i]), (int)i, vr_obj_size(k->o[i]));
+			vr_obj_unpin(k->o[i]);
+		}
+		atomic_store(&k->lock[i], 0);
+	}
+	return NULL;
+}
+
+static void *purger(void *arg)
+{
+	struct conc *k = arg;
+	for (int n = 0; !atomic_load(&k->stop); n++) {
+		if (n % 3 == 2)
+			vr_ctx_purge(k->c, 64 * P);
+		else
+			vr_group_purge(k->g[n % 3], 32 * P);
+		usleep(2000);
+	}
+	return NULL;
+}
+
+static long rss_bytes(void)
+{
+	long pages = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return res * (long)P;
+}
+
+static void test_concurrent(void **state)
+{
+	(void)state;
+	struct conc *k = calloc(1, sizeof(*k));
+	assert_non_null(k);
+	k->seed = 11;
+	char lim[32];
+	snprintf(lim, sizeof(lim), "%ld", rss_bytes() + (48l << 20));
+	setenv("VRANGE_MEMORY_LIMIT", lim, 1);
+	setenv("VRANGE_MONITOR", "limit", 1);
+	assert_int_equal(vr_ctx_new(0, &k->c), 0);
+	unsetenv("VRANGE_MEMORY_LIMIT");
+	unsetenv("VRANGE_MONITOR");
+	for (int j = 0; j < 2; j++) {
+		assert_int_equal(vr_group_new(k->c, 2 + 3 * j, &k->g[j]), 0);
+		assert_int_equal(vr_group_set_purge_handler(k->g[j], count_fn, k), 0);
+	}
+	for (uint32_t i = 0; i < CN; i++) { /* 64 MiB at most written */
+		size_t size = i % 2 ? 1000 + i : 8 * P + i;
+		assert_int_equal(vr_obj_new_in(k->g[i % 2], size, 4, 0, &k->o[i]), 0);
+		*(uint32_t *)vr_obj_extra(k->o[i]) = i;
+		assert_int_equal(vr_obj_unpin(k->o[i]), 0);
+	}
+	pthread_t t[4];
+	for (int j = 0; j < 3; j++)
+		assert_int_equal(pthread_create(&t[j], NULL, worker, k), 0);
+	assert_int_equal(pthread_create(&t[3], NULL, purger, k), 0);
+	/* run until the monitor purged too (the limit watcher polls), 3 s
+	 * at least, 30 s at most */
+	for (int ms = 0; ms < 30000; ms += 100) {
+		usleep(100 * 1000);
+		if (ms >= 3000 && vr_ctx_stat(k->c, VR_STAT_LIMIT_PURGES) > 0)
+			break;
+	}
+	atomic_store(&k->stop, true);
+	for (int j = 0; j < 4; j++)
+		pthread_join(t[j], NULL);
+	assert_true(vr_ctx_stat(k->c, VR_STAT_LIMIT_PURGES) > 0);
+	/* calls in flight (the monitor's) are over when these return */
+	for (int j = 0; j < 2; j++)
+		assert_int_equal(vr_group_set_purge_handler(k->g[j], NULL, NULL), 0);
+	uint64_t total = 0;
+	for (int i = 0; i < CN; i++) {
+		uint64_t want = k->purged[i] +
+				(vr_obj_status(k->o[i]) == (VR_STATE_VOLATILE | VR_STATE_PURGED));
+		if (k->notified[i] != want)
+			fail_msg("object %d: reported %" PRIu64 " times, purged %" PRIu64, i,
+				 k->notified[i], want);
+		total += want;
+	}
+	assert_true(total > 0);
+	assert_int_equal(vr_group_stat(k->g[0], VR_STAT_PURGES) +
+				 vr_group_stat(k->g[1], VR_STAT_PURGES),
+			 total);
+	vr_ctx_destroy(k->c);
+	free(k);
+}
+
+int main(void)
+{
+	P = vt_pg();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_once),
+		cmocka_unit_test(test_frees),
+		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_concurrent),
+	};
+	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
+}
