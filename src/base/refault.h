@@ -11,6 +11,14 @@
  * SIGBUS.  Trap generations are unique in the process (vr_trap_gen_next),
  * so a region created at a reused address, or an object page, never
  * matches an old record.  Async-signal-safe: TLS only.
+ *
+ * A generation that keeps changing (another thread purging and unmarking
+ * other ranges of the region without pause) would re-run a foreign fault
+ * (an application's PROT_NONE page inside a region) for ever: after
+ * VR_MAX_RERUNS re-runs in a row at one address with nothing found
+ * discarded there, it is forwarded.  Ours cannot fault that often in a
+ * row: a page being purged is waited for under the seqlock and then found
+ * discarded, a page being restored is found intact with its trap gone.
  */
 #ifndef VR_REFAULT_H
 #define VR_REFAULT_H
@@ -20,11 +28,13 @@
 #include <stdint.h>
 
 #define VR_MAX_REFAULTS 8
+#define VR_MAX_RERUNS 256
 
 struct vr_refault {
 	void *addr;
 	uint64_t gen;
-	unsigned count;
+	unsigned count;  /* handler calls in a row (same address and generation) */
+	unsigned reruns; /* re-runs in a row at this address, any generation */
 };
 extern __thread struct vr_refault vr_refault_tls __attribute__((tls_model("initial-exec")));
 
@@ -33,11 +43,15 @@ extern __thread struct vr_refault vr_refault_tls __attribute__((tls_model("initi
 static inline bool vr_refault_rerun(void *addr, uint64_t gen)
 {
 	struct vr_refault *t = &vr_refault_tls;
-	if (t->addr == addr && t->gen == gen) {
+	if (t->addr == addr && (t->gen == gen || ++t->reruns >= VR_MAX_RERUNS)) {
 		t->addr = NULL;
 		return false;
 	}
-	*t = (struct vr_refault){ addr, gen, 0 };
+	if (t->addr != addr)
+		t->reruns = 0;
+	t->addr = addr;
+	t->gen = gen;
+	t->count = 0;
 	return true;
 }
 
@@ -47,6 +61,7 @@ static inline bool vr_refault_handler_allowed(void *addr, uint64_t gen)
 	struct vr_refault *t = &vr_refault_tls;
 	bool same = t->addr == addr && t->gen == gen;
 	t->count = same ? t->count + 1 : 1;
+	t->reruns = 0;
 	t->addr = addr;
 	t->gen = gen;
 	return t->count <= VR_MAX_REFAULTS;
