@@ -64,26 +64,29 @@ void vr_log_atfork_child(void)
 
 static void log_line(int prio, const char *buf);
 
-void vr_log(const char *fmt, ...)
+static void log_va(int prio, const char *fmt, va_list ap)
 {
 	char buf[512];
+	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	log_line(prio, buf);
+}
+
+void vr_log(const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	log_va(VR_LOG_DEBUG, fmt, ap);
 	va_end(ap);
-	log_line(VR_LOG_DEBUG, buf);
 }
 
 /* a line the user must see (A2): to the log function, or to stderr
  * whether or not VRANGE_DEBUG is set */
 void vr_warn(const char *fmt, ...)
 {
-	char buf[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	log_va(VR_LOG_WARNING, fmt, ap);
 	va_end(ap);
-	log_line(VR_LOG_WARNING, buf);
 }
 
 static void log_line(int prio, const char *buf)
