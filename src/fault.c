@@ -11,7 +11,7 @@
  * for a kernel-generated fault it
  *   1. finds the region by address in the lock-free registry;
  *   2. reads the region's map without a lock (a seqlock, see private.h
- *      and vr_map_lookup_racy in range-map.h)
+ *      and vr_map_lookup_racy in map/map.h)
  *      to learn whether the page is a whole page of a purged range;
  *   3. if so, calls the region's vr_fault_fn outside the lock, or delivers
  *      SIGBUS (BUS_ADRERR, si_addr exact) with the kernel's forced-signal
@@ -236,7 +236,7 @@ struct lookup {
 };
 
 /* one attempt at reading the map; false if it is not worth validating.
- * The walk itself is vr_map_lookup_racy() (its rules are in range-map.h). */
+ * The walk itself is vr_map_lookup_racy() (its rules are in map/map.h). */
 static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
 {
 	struct vr_range rg;

@@ -38,7 +38,7 @@
  *   and after.  Map nodes and records live in the map's arenas until the
  *   region is destroyed, so a reader racing a writer follows stale but
  *   valid pointers, bounded and then discarded (the walk and its rules:
- *   vr_map_lookup_racy in range-map.h).  While a purge holds the lock
+ *   vr_map_lookup_racy in map/map.h).  While a purge holds the lock
  *   (trap armed, hole being punched) a faulting thread waits for the seq
  *   to turn even: it then sees the range purged, or intact with the trap
  *   removed.  A reader that keeps colliding with writers (64 tries) takes
@@ -74,7 +74,7 @@
 #include "base/macro.h"
 #include "base/sys.h"
 #include "mem/mem.h"
-#include "range-map.h"
+#include "map/map.h"
 
 struct vr_monitor;
 struct vr_objs;

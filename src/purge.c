@@ -26,7 +26,7 @@
  * purge run merges them by age with a small heap of regions, re-reading a
  * region's candidate under its lock (ages in a region only grow, so a
  * stale heap key is never too young).  A region yields its candidates
- * through region_lru_peek/pop (range-lru.c: the log and the pieces' heap,
+ * through region_lru_peek/pop (map/map-lru.c: the log and the pieces' heap,
  * oldest first); skipped ranges are stepped over for one purge generation.
  */
 #define _GNU_SOURCE
@@ -354,7 +354,7 @@ ssize_t vr_purge_run(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal 
 	if (goal_met(&u))
 		return 0;
 	/* generations are unique across processes too: a shared file's
-	 * purge cursor (range-lru.c) is in its state, and a purge by another
+	 * purge cursor (map/map-lru.c) is in its state, and a purge by another
 	 * process must not continue this one's pass */
 	uint64_t pid = atomic_load_explicit(&gen_pid, memory_order_relaxed);
 	u.gen = pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);

@@ -7,7 +7,7 @@
  * changes:
  *   data   [0, map_size): the bytes vr_region_size() reports, page-rounded;
  *   state  [map_size, map_size + state_size): struct vr_shm, whose last
- *          member is the range map with fixed storage (range-map.h:
+ *          member is the range map with fixed storage (map/map.h:
  *          FIXED STORAGE, POSITION INDEPENDENCE: offsets, never pointers,
  *          since every process maps the state at its own address);
  *   tail   the last 64 bytes of the file (inside the state's last page):
@@ -91,7 +91,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "range-map.h"
+#include "map/map.h"
 
 #define VR_SHM_MAGIC 0x31766d6873727675ull /* "uvrshmv1" */
 #define VR_SHM_MIN_CAP 512

@@ -21,7 +21,7 @@
 #include "base/inject.h"
 #include "base/refault.h"
 #include "mem/mem-kind.h"
-#include "obj.h"
+#include "obj/obj.h"
 
 /* Per-thread state, initial-exec TLS (the library may be dlopen()ed:
  * static TLS is scarce): the thread's log index (1-based, 0 = not

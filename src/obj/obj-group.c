@@ -30,7 +30,7 @@
 #include <stdlib.h>
 
 #include "base/inject.h"
-#include "obj.h"
+#include "obj/obj.h"
 
 struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default)
 {

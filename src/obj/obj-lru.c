@@ -27,7 +27,7 @@
 
 #include "base/heap.h"
 #include "base/inject.h"
-#include "obj.h"
+#include "obj/obj.h"
 
 static inline bool unit_large(uintptr_t u)
 {

@@ -40,7 +40,7 @@
 #include <sys/sysinfo.h>
 
 #include "base/inject.h"
-#include "obj.h"
+#include "obj/obj.h"
 
 /* ---- size classes ---- */
 static unsigned slab_pages_for(uint32_t size)
