@@ -7,8 +7,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/registry.h"
+#include "region/region.h"
+#include "obj/obj.h"
+#include "ctx.h"
 #include "mem/mem-shared.h"
 
 /* ---- the region list ---- */

@@ -35,10 +35,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
 #include "mem/mem-kind.h"
 #include "base/heap.h"
-#include "private.h"
+#include "purge.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "region/region.h"
+#include "obj/obj.h"
+#include "ctx.h"
 #include "mem/mem-shared.h"
 
 /* purge generations (vr_purge_run): this process's pid (read at every

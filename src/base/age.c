@@ -65,7 +65,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "private.h"
+#include "vrange.h"
+#include "base/age.h"
+#include "base/log.h"
 
 static bool use_clock;
 static _Atomic uint64_t counter;

@@ -277,7 +277,7 @@ struct vr_range *vr_lru_peek(struct vr_map *m, uint64_t gen) _nonnull_();
 void vr_lru_pop(struct vr_map *m) _nonnull_();
 
 /*
- * LOCK-FREE READ (the fault path, under the region's seqlock, private.h):
+ * LOCK-FREE READ (the fault path, under the region's seqlock, mem/mem.h):
  * is off inside a range, and which.  Returns 1 and copies the range's
  * start, end and age_flags to *out, 0 if no range contains off, -1 if the
  * walk met a map changing under it (retry).  The answer means nothing

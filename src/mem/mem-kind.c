@@ -27,9 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
 #include "mem/mem-kind.h"
-#include "private.h"
+#include "base/sys.h"
+#include "base/log.h"
+#include "mem/mem.h"
 
 /* ---- memfd ---- */
 

@@ -19,7 +19,7 @@
  * LOCK AND SEQLOCK.  The region lock of a shared region is shm->lock, a
  * PTHREAD_PROCESS_SHARED | PTHREAD_MUTEX_ROBUST mutex taken through
  * vr_held_push/pop with the region rank like any region lock (lock.h);
- * shm->seq is the fault path's seqlock (private.h), odd while a holder in
+ * shm->seq is the fault path's seqlock (SEQLOCK in mem.h), odd while a holder in
  * any process may be changing the map.  Every process maps the state of a
  * file once (one struct vr_shm_map per file, shared by the regions of
  * that file in the process), so vr_held() recognises the lock whichever

@@ -50,8 +50,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/sys.h"
+#include "base/log.h"
+#include "mem/mem.h"
 
 /* ---- guard markers ---- */
 

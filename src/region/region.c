@@ -21,13 +21,21 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
 #include "mem/mem-kind.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/sys.h"
+#include "base/age.h"
+#include "base/log.h"
+#include "base/callback.h"
+#include "base/registry.h"
+#include "region/region.h"
+#include "ctx.h"
 #include "mem/mem-shared.h"
 
 /* the region lock doubles as the writer side of the fault path's seqlock
- * (see private.h): seq is odd from lock to unlock */
+ * (see SEQLOCK in mem/mem.h): seq is odd from lock to unlock */
 void vr_region_lock(struct vr_region *r)
 {
 	if (r->shm) {
