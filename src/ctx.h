@@ -34,6 +34,8 @@ struct vr_ctx {
 	/* object groups (S35): written under purge_lock and lock, read under
 	 * either; groups[0] is the default group (created with the ctx) */
 	struct vr_objs **groups;
+	/* the purge sources' tables (base/source.h): a region, a group; immutable */
+	const struct vr_source_ops *region_src, *group_src;
 	size_t ngroups, groups_cap;
 	_Atomic bool limit_stuck; /* the last purge could not reach its goal */
 	unsigned fork_gen;        /* vr_fork_gen at creation; immutable */

@@ -14,14 +14,13 @@
 
 struct vr_ctx;
 struct vr_objs;
-struct vr_region;
 
-/* one entry of the purge engine's heap of regions (purge.c); r == NULL:
- * LRU log src of the object group os (obj-lru.c) */
+/* one entry of the purge engine's heap: source src of unit (a region or
+ * an object group, through its table ops) and its key */
 struct vr_cand {
 	uint64_t age;
-	struct vr_region *r;
-	struct vr_objs *os;
+	const struct vr_source_ops *ops;
+	void *unit;
 	size_t src;
 };
 
@@ -36,7 +35,7 @@ enum vr_purge_goal {
  * (vr_ctx_purge_in does both).  Never allocates. */
 ssize_t vr_purge_run(struct vr_ctx *ctx, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n,
 		     struct vr_notify_batch *b) _nonnull_(1, 5);
-/* room in the purge heap for n regions and the ctx's groups; called
+/* room in the purge heap for n regions and the ctx's groups' sources; called
  * with purge_lock held */
 int vr_purge_reserve(struct vr_ctx *ctx, size_t n) _nonnull_();
 void vr_purge_init(void);                      /* at every vr_ctx_new */

@@ -132,11 +132,13 @@ uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
  * skipped entry; an object purged while the group has a purge handler
  * goes into *b).  A log's oldest only grows while purge_lock is held; the
  * requeue heap's can fall (a stale entry of another source moves there),
- * see purge.c.  *vr_obj_src_mask is purge.c's: the logs in its heap. */
+ * see base/source.h.  *vr_obj_src_mask is the engine's: the logs in its heap. */
 uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i) _nonnull_();
 int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b) _nonnull_();
 uint32_t *vr_obj_src_mask(struct vr_objs *os) _nonnull_();
 void vr_obj_purge_done(struct vr_objs *os) _nonnull_(); /* end of a purge level */
+/* obj-source.c: a group (unit) as a purge source (base/source.h) */
+extern const struct vr_source_ops vr_objs_source;
 /* call the purge handlers for the batch's objects (no library lock held)
  * and drop the batch's references */
 void vr_obj_notify(struct vr_notify_batch *b) _nonnull_();
