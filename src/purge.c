@@ -189,17 +189,36 @@ static void fill_regions(struct run *u)
 		cand_sift_down(u->h, u->nh, i);
 }
 
-/* one level; true when it ran dry (nothing purgeable left in it) */
-static bool run_level(struct run *u)
+/* a level starts: no source in the heap, then every source with entries */
+static void level_begin(struct run *u)
 {
-	const struct vr_source_ops *gops = u->gops;
 	size_t k = 0;
 	for (void *g; (g = level_next(u, &k));)
-		*gops->mask(g) = 0;
+		*u->gops->mask(g) = 0;
 	u->nh = 0;
 	if (!u->only && u->prio == VR_RANGE_PRIORITY)
 		fill_regions(u);
 	groups_fill(u);
+}
+
+/* the step of the oldest source: a side source's when it holds the
+ * oldest entry, else the heap's top */
+static void level_step(struct run *u, void *from, uint64_t side)
+{
+	const struct vr_source_ops *gops = u->gops;
+	if (side != UINT64_MAX && (u->nh == 0 || side <= u->h[0].age)) {
+		uint64_t next;
+		u->reclaimed += (uint64_t)gops->step(from, gops->nheap, &u->side, &next);
+		unit_fill(u, gops, from);
+	} else {
+		top_step(u);
+	}
+}
+
+/* one level; true when it ran dry (nothing purgeable left in it) */
+static bool run_level(struct run *u)
+{
+	level_begin(u);
 	bool dry = false;
 	for (;;) {
 		void *from = NULL;
@@ -214,18 +233,11 @@ static bool run_level(struct run *u)
 		}
 		if (run_stop(u))
 			break;
-		if (side != UINT64_MAX && (u->nh == 0 || side <= u->h[0].age)) {
-			/* a side source holds the oldest entry */
-			uint64_t next;
-			u->reclaimed += (uint64_t)gops->step(from, gops->nheap, &u->side, &next);
-			unit_fill(u, gops, from);
-		} else {
-			top_step(u);
-		}
+		level_step(u, from, side);
 	}
-	k = 0;
+	size_t k = 0;
 	for (void *g; (g = level_next(u, &k));)
-		gops->done(g);
+		u->gops->done(g);
 	return dry;
 }
 
