@@ -36,7 +36,7 @@
  * So no mapping ever reads a hole as data.  The paths that keep it:
  *   purge    publish "purged" in the record, arm every mapping (own
  *            markers, then an ARM every live member acknowledged), punch
- *            (purge.c purge_range; region.c's mark over a purged range
+ *            (region-source.c purge_range; region.c's mark over a purged range
  *            writes the merged record PENDING, with its final bounds,
  *            before purge_at_once arms and punches its gaps): killed
  *            anywhere, the record is purged and its pages are data or

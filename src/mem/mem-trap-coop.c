@@ -10,7 +10,7 @@
  * order below keeps is shared.h's TRAPPED HOLES: a hole is trapped in
  * every mapping.  Under the region lock (held by every caller of
  * arm/disarm, see LOCKING in base/lock.h):
- *   arm     (the record already published purged: purge.c) own markers,
+ *   arm     (the record already published purged: region-source.c) own markers,
  *           then VR_COOP_ARM to every other mapper, waiting up to
  *           VR_COOP_TIMEOUT_MS; the caller punches only after 0.  One
  *           that does not answer (a stopped process) makes the purge skip

@@ -275,7 +275,7 @@ void vr_trap_detach(struct vr_region *r, bool inherited)
 		t->detach(r, inherited);
 }
 
-/* mprotect whatever the backend: purge.c traps large ranges this way under
+/* mprotect whatever the backend: mem-pages.c traps large ranges this way under
  * the guard backend (guard markers would allocate page tables) */
 int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len)
 {
