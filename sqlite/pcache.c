@@ -21,6 +21,8 @@
 #define VSQ_RESERVE_DEFAULT 12 /* percent of the limit: about 1/8 */
 #define VSQ_RESERVE_MAX 50
 #define VSQ_HOT_MAX 16 /* released pages kept pinned (pcache.h) */
+#define VSQ_PRIORITY 4 /* a cache's group: as the default group and regions */
+#define VSQ_SIDECAR_MAX 4096u /* S36 */
 
 /* set while SQLite is not initialised; read by the methods */
 static struct {
@@ -114,21 +116,37 @@ static unsigned hot_max_of(unsigned n_max)
 	return n_max / 8 < VSQ_HOT_MAX ? n_max / 8 : VSQ_HOT_MAX;
 }
 
+static void cache_free(struct vsq_cache *c)
+{
+	pthread_mutex_destroy(&c->qlock);
+	free(c->hash);
+	free(c);
+}
+
+/* its own group (or a pooled one), the purge handler set: NULL when the
+ * entry does not fit in a side-car (S36: 4096 bytes; SQLite's szExtra is
+ * a few hundred) or on an error */
 static sqlite3_pcache *x_create(int sz_page, int sz_extra, int purgeable)
 {
-	if (!g.ctx || sz_page <= 0 || sz_extra < 0)
+	if (!g.ctx || sz_page <= 0 || sz_extra < 0 || VSQ_HDR + (size_t)sz_extra > VSQ_SIDECAR_MAX)
 		return NULL;
 	struct vsq_cache *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
+	pthread_mutex_init(&c->qlock, NULL);
 	c->ctx = g.ctx;
 	c->sz_page = (size_t)sz_page;
 	c->sz_extra = (size_t)sz_extra;
-	c->sz_entry = ((sizeof(struct vsq_page) + 15) & ~(size_t)15) + c->sz_extra;
+	c->sz_entry = VSQ_HDR + c->sz_extra;
 	c->purgeable = purgeable != 0;
 	c->n_max = 100; /* SQLite sets cache_size right after creating a cache */
 	c->n90 = 90;
 	c->hot_max = hot_max_of(c->n_max);
+	if (!vsq_pool_take(c) && vr_group_new(c->ctx, VSQ_PRIORITY, &c->grp) < 0) {
+		cache_free(c);
+		return NULL;
+	}
+	vr_group_set_purge_handler(c->grp, vsq_on_purge, c);
 	return (sqlite3_pcache *)c;
 }
 
@@ -161,7 +179,7 @@ static int x_pagecount(sqlite3_pcache *pc)
 		c->stress = false;
 		return INT_MAX;
 	}
-	vsq_sweep_purged(c);
+	vsq_drain_queued(c);
 	return (int)c->n_page;
 }
 
@@ -194,6 +212,10 @@ static bool take(struct vsq_cache *c, struct vsq_page *p)
 static __attribute__((noinline)) sqlite3_pcache_page *
 fetch_slow(struct vsq_cache *c, struct vsq_page *p, unsigned key, int create)
 {
+	if (atomic_load_explicit(&c->queued, memory_order_relaxed)) {
+		vsq_drain(c); /* p may be dropped: found again */
+		p = vsq_find(c, key);
+	}
 	if (p && take(c, p))
 		return &p->base;
 	if (create == 0)
@@ -261,33 +283,45 @@ static void x_truncate(sqlite3_pcache *pc, unsigned limit)
 	vsq_truncate((struct vsq_cache *)pc, limit);
 }
 
+/*
+ * Every page freed or a spare; then the group goes to the pool with its
+ * spares (a pool's worth of them), or is destroyed with its objects.  The
+ * purge handler is removed first: when that returns no call is in flight,
+ * and the queue (spares only, now) is forgotten.
+ */
 static void x_destroy(sqlite3_pcache *pc)
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	vsq_truncate(c, 0);
-	vsq_spares_trim(c, 0);
 	vsq_stats_add(&c->st);
-	free(c->hash);
-	free(c);
+	vr_group_set_purge_handler(c->grp, NULL, NULL);
+	vsq_queue_forget(c);
+	if (c->purgeable) {
+		vsq_spares_trim(c, vsq_pool_keep(c->sz_page));
+		if (vsq_pool_give(c))
+			c->grp = NULL;
+	}
+	vr_group_destroy(c->grp); /* frees the spares' objects */
+	cache_free(c);
 }
 
 /*
- * sqlite3_db_release_memory() and friends: free this cache's released
- * pages (and spares), as SQLite's default cache does.  Not vr_ctx_purge(): that would
- * take the oldest volatile bytes of the whole ctx (other caches', the
- * application's objects) and not these pages in particular.  Until groups
- * (S35) give each cache a vr_group_purge() of its own, freeing them is the
- * per-cache purge: they are clean by definition (SQLite releases only
- * clean pages), so nothing is lost that SQLite cannot read again.
+ * sqlite3_db_release_memory() and friends: this cache's released pages
+ * purged (its group's, S35: not another cache's, nor the application's
+ * objects), the hot ones unpinned first.  The purge handler queues them
+ * (on this thread: vr_group_purge calls it before it returns), and they
+ * are dropped; the spares, purged too, are freed.
  */
 static void x_shrink(sqlite3_pcache *pc)
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	c->st.shrinks++;
-	if (c->purgeable) {
-		vsq_trim(c, 0);
-		vsq_spares_trim(c, 0);
-	}
+	if (!c->purgeable)
+		return;
+	vsq_cool(c, 0);
+	vr_group_purge(c->grp, SIZE_MAX);
+	vsq_drain(c);
+	vsq_spares_trim(c, 0);
 }
 
 static const sqlite3_pcache_methods2 methods = {
