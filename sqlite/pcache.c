@@ -159,7 +159,7 @@ static void x_cachesize(sqlite3_pcache *pc, int n)
 	if (c->purgeable) {
 		vsq_cool(c, c->hot_max);
 		vsq_trim(c, c->n_max);
-		vsq_spares_trim(c, c->n_max > c->n_page ? c->n_max - c->n_page : 0);
+		vsq_spares_trim(c, vsq_spares_max(c));
 	}
 }
 

@@ -39,7 +39,8 @@
  *     pages of pinned memory more; all are cooled when the memory budget
  *     runs low and at xShrink.
  *   - A dropped page's entry is kept as a spare, its object unpinned, while
- *     pages and spares together are within cache_size (purgeable caches):
+ *     pages and spares together are within cache_size, or spares are fewer
+ *     than a pool's worth (purgeable caches, vsq_spares_max):
  *     freeing an object returns its memory to the kernel (a hole punched,
  *     a TLB flush), and a new one faults its pages in again.
  *   - The library purges unpinned objects at any time; the purge handler
@@ -143,6 +144,7 @@ void vsq_cool(struct vsq_cache *c, unsigned keep);
 void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p);
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p);
 void vsq_spares_trim(struct vsq_cache *c, unsigned keep);
+unsigned vsq_spares_max(const struct vsq_cache *c);
 void vsq_entry_free(struct vsq_cache *c, struct vsq_page *p);
 struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight);
 void vsq_trim(struct vsq_cache *c, unsigned keep);

@@ -140,8 +140,19 @@ void vsq_spares_trim(struct vsq_cache *c, unsigned keep)
 	}
 }
 
-/* drops an entry of the table: a spare (object unpinned) while pages and
- * spares fit in cache_size, else freed */
+/* the spares a cache keeps: as many as fit in cache_size beside its
+ * pages, and at least a pool's worth (pool.c): freeing an object costs a
+ * hole punched and a TLB flush, and SQLite drops pages in bursts
+ * (xTruncate, a temporary database) that it makes again soon after */
+unsigned vsq_spares_max(const struct vsq_cache *c)
+{
+	unsigned keep = vsq_pool_keep(c->sz_page);
+	unsigned room = c->n_max > c->n_page ? c->n_max - c->n_page : 0;
+	return room > keep ? room : keep;
+}
+
+/* drops an entry of the table: a spare (object unpinned) while there is
+ * room for one (vsq_spares_max), else freed */
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p)
 {
 	if (p->pinned)
@@ -149,7 +160,7 @@ void vsq_page_free(struct vsq_cache *c, struct vsq_page *p)
 	else
 		vsq_lru_del(c, p);
 	vsq_unhash(c, p);
-	if (!c->purgeable || c->n_page + c->n_spare >= c->n_max ||
+	if (!c->purgeable || c->n_spare >= vsq_spares_max(c) ||
 	    (!p->vol && vr_obj_unpin(p->obj) < 0)) {
 		vsq_entry_free(c, p);
 		return;
