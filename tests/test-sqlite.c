@@ -72,14 +72,16 @@ static void *trace_loop(void *arg)
 		fprintf(stderr,
 			"trace: usage %" PRIu64 " file %" PRIu64 " budget %" PRIu64
 			" volatile %" PRIu64 " purged %" PRIu64 " footprint %" PRIu64
-			" (MiB); purges %" PRIu64 " by limit events %" PRIu64 "\n",
+			" (MiB); purges %" PRIu64 " by limit events %" PRIu64 " pressure events %" PRIu64
+			"\n",
 			vr_ctx_stat(ctx, VR_STAT_LIMIT_USAGE) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_LIMIT_FILE_CACHE) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_BUDGET) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_PURGED_BYTES) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_FOOTPRINT) >> 20, vr_ctx_stat(ctx, VR_STAT_PURGES),
-			vr_ctx_stat(ctx, VR_STAT_LIMIT_PURGES));
+			vr_ctx_stat(ctx, VR_STAT_LIMIT_PURGES),
+			vr_ctx_stat(ctx, VR_STAT_PRESSURE_EVENTS));
 		usleep(250000);
 	}
 	return NULL;
