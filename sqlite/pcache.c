@@ -20,9 +20,9 @@
 
 #define VSQ_RESERVE_DEFAULT 12 /* percent of the limit: about 1/8 */
 #define VSQ_RESERVE_MAX 50
-#define VSQ_HEADROOM_DIV 4 /* the cache stops growing 1/4 of the limit below the budget */
-#define VSQ_HOT_MAX 16 /* released pages kept pinned (pcache.h) */
-#define VSQ_PRIORITY 4 /* a cache's group: as the default group and regions */
+#define VSQ_HEADROOM_DIV 4    /* the cache stops growing 1/4 of the limit below the budget */
+#define VSQ_HOT_MAX 16        /* released pages kept pinned (pcache.h) */
+#define VSQ_PRIORITY 4        /* a cache's group: as the default group and regions */
 #define VSQ_SIDECAR_MAX 4096u /* S36 */
 
 /* set while SQLite is not initialised; read by the methods */
@@ -94,7 +94,8 @@ static int budget_state(struct vsq_cache *c)
 	budget = budget > c->grown ? budget - c->grown : 0;
 	if (budget < limit / 100 * g.reserve)
 		return VSQ_LOW;
-	if (vr_ctx_stat(c->ctx, VR_STAT_VOLATILE_BYTES) + c->sz_page + limit / VSQ_HEADROOM_DIV >= budget)
+	if (vr_ctx_stat(c->ctx, VR_STAT_VOLATILE_BYTES) + c->sz_page + limit / VSQ_HEADROOM_DIV >=
+	    budget)
 		return VSQ_TIGHT;
 	return VSQ_ROOMY;
 }

@@ -115,9 +115,9 @@ struct vsq_cache {
 	struct vsq_page *spare; /* dropped entries kept for reuse (hnext) */
 	unsigned n_spare;
 	struct vsq_stats st;
-	pthread_mutex_t qlock;       /* the purge queue; held over vr_obj_free */
-	struct vsq_page *queue;      /* purged entries (qnext), under qlock */
-	atomic_bool queued;          /* queue not empty: read without qlock */
+	pthread_mutex_t qlock;  /* the purge queue; held over vr_obj_free */
+	struct vsq_page *queue; /* purged entries (qnext), under qlock */
+	atomic_bool queued;     /* queue not empty: read without qlock */
 };
 
 static inline unsigned vsq_slot(const struct vsq_cache *c, unsigned key)

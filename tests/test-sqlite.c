@@ -72,8 +72,8 @@ static void *trace_loop(void *arg)
 		fprintf(stderr,
 			"trace: usage %" PRIu64 " file %" PRIu64 " budget %" PRIu64
 			" volatile %" PRIu64 " purged %" PRIu64 " footprint %" PRIu64
-			" (MiB); purges %" PRIu64 " by limit events %" PRIu64 " pressure events %" PRIu64
-			"\n",
+			" (MiB); purges %" PRIu64 " by limit events %" PRIu64
+			" pressure events %" PRIu64 "\n",
 			vr_ctx_stat(ctx, VR_STAT_LIMIT_USAGE) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_LIMIT_FILE_CACHE) >> 20,
 			vr_ctx_stat(ctx, VR_STAT_BUDGET) >> 20,
@@ -234,7 +234,8 @@ static bool m_has(sqlite3_pcache *c, unsigned key)
 	if (!pg)
 		return false;
 	for (size_t i = 0; i < M_PS; i++)
-		CK(((unsigned char *)pg->pBuf)[i] == (key & 0xff), "page %u: byte %zu lost", key, i);
+		CK(((unsigned char *)pg->pBuf)[i] == (key & 0xff), "page %u: byte %zu lost", key,
+		   i);
 	pm.xUnpin(c, pg, 0);
 	return true;
 }
