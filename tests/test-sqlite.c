@@ -28,6 +28,14 @@
  * also when the run fails.  Each mode also checks that the cache did what
  * the mode is about (pages made in objects, purged pages seen as misses, refusals), from the caches'
  * counters (sqlite/pcache.h).  VT_SQLITE_ONLY=MODE runs one mode.
+ * VT_SQLITE_TABLE=1 adds the default cache in the cgroup (it may be
+ * OOM-killed: reported) and this one outside it.
+ *
+ * test-sqlite --methods (the test sqlite-methods) calls the methods
+ * directly, in this process: a page is an object with its entry in the
+ * side-car, xShrink purges only its cache's group, a purge by another
+ * thread is dropped through the purge handler without a lookup, createFlag
+ * 0/1/2, xRekey, xTruncate, bPurgeable 0, a re-made page's extra zeroed.
  */
 #include "tests.h"
 #include "vt-cgroup.h"
