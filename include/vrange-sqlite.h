@@ -13,9 +13,10 @@
  *
  * Policy under a memory limit (vr_ctx_memory_limit() of the ctx not 0),
  * from the ctx's budget for volatile bytes (VR_STAT_BUDGET): while the
- * ctx's volatile bytes are at the budget, a page that is not in the cache
- * reuses the oldest released page's memory instead of a new object (the
- * cache stops growing); when the budget falls below a reserve, 1/8 of the
+ * ctx's volatile bytes are within a quarter of the limit of the budget, a
+ * page that is not in the cache reuses the oldest released page's memory
+ * instead of a new object (the cache stops growing, with headroom for the
+ * budget's moves between the monitor's polls); when the budget falls below a reserve, 1/8 of the
  * limit by default, a fetch of a page that is not in the cache with
  * createFlag 1 answers "no page" and the page count that SQLite asks next
  * answers "full", so that SQLite spills a dirty page to its file (which
@@ -52,15 +53,19 @@ extern "C" {
  * before sqlite3_initialize() (which the first sqlite3_open() calls), or
  * after sqlite3_shutdown().  A @ctx given here must stay alive until
  * sqlite3_shutdown() returns.  Each SQLite cache (one per open database
- * file, temporary ones included) keeps one object per page (the page
- * size) and its szExtra bytes beside it in memory that is never purged;
- * its unpinned pages are volatile.  xShrink (sqlite3_db_release_memory())
- * frees the unpinned pages of that cache only.  The number of pages SQLite
- * keeps (PRAGMA cache_size) is respected as SQLite's default cache does;
- * in-memory databases are never purgeable.  Pages dropped (also by closed
- * connections) stay as unpinned objects for reuse, up to 8 MiB per page
- * size, until sqlite3_shutdown().  See the policy under a memory limit
- * above.
+ * file, temporary ones included) has a group of its own in @ctx (priority
+ * 4) and keeps one object per page (the page size), its bookkeeping and
+ * SQLite's szExtra bytes in the object's side-car (never purged); its
+ * unpinned pages are volatile.  The group's purge handler drops a page
+ * from the cache when the library purges it (it runs on the purging
+ * thread, the monitor's among them, and takes a mutex of the cache's).
+ * xShrink (sqlite3_db_release_memory()) purges the unpinned pages of that
+ * cache's group only.  The number of pages SQLite keeps (PRAGMA
+ * cache_size) is respected as SQLite's default cache does; in-memory
+ * databases are never purgeable.  Pages dropped stay as unpinned objects
+ * for reuse (at least 8 MiB of them per cache), and a closed cache's group
+ * with up to 8 MiB of them goes to the next cache of the same page size,
+ * until sqlite3_shutdown().  See the policy under a memory limit above.
  *
  * Returns: 0, -EBUSY (SQLite is initialised already: nothing changed),
  * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50), or the

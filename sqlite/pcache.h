@@ -2,16 +2,29 @@
 /*
  * pcache.h - libvrange-sqlite's page cache, internal (S38)
  *
- * One struct vsq_cache per SQLite cache (xCreate), one struct vsq_page per
- * page: the page buffer is a libvrange object of szPage bytes, SQLite's
- * szExtra bytes follow the struct in malloc'd memory, which is never
- * purged (the side-car of the objects API, S36, replaces that malloc).
+ * One struct vsq_cache per SQLite cache (xCreate), with a libvrange group
+ * of its own (S35): one struct vsq_page per page, which lives in the
+ * side-car (S36) of the page's object, the page buffer (szPage bytes):
+ * the entry, then SQLite's szExtra bytes, never purged.
  *
  * Rules for code here:
  *   - SQLite serialises the calls on one cache (its connection's or shared
- *     cache's mutex): nothing here locks; state shared between caches is
- *     only the global (set while SQLite is not initialised) and the
- *     counters (atomics, added to once per cache at xDestroy).
+ *     cache's mutex): the table, the LRU, the spares and every field of
+ *     an entry but the queue's are touched only by those calls, without
+ *     a lock.  State shared between caches is the global (set while
+ *     SQLite is not initialised), the pool (its mutex) and the counters
+ *     (atomics, added to once per cache at xDestroy).
+ *   - The purge queue is the exception: the group's purge handler
+ *     (vsq_on_purge, S37) runs on whichever thread purged (the monitor
+ *     thread, or a thread in a vr_* call that purged, SQLite's own in
+ *     vr_obj_unpin or vr_group_purge), with no library lock held, at any
+ *     time.  It only queues the purged page's entry under qlock, and the
+ *     cache's own calls drop the queued entries (vsq_drain).  Every
+ *     vr_obj_free of an entry's object is made under qlock (vsq_entry_free),
+ *     so the handler, which holds qlock while it reads the object's status
+ *     and side-car, never sees a freed one.  Nothing calls into the library
+ *     while holding qlock but vr_obj_free, vr_obj_status and vr_obj_extra,
+ *     none of which purges or waits for a handler: no deadlock.
  *   - A page SQLite holds (pinned) has its object pinned.  A page SQLite
  *     released (on the cache's LRU) has its object unpinned (vol) in a
  *     purgeable cache, and pinned in an in-memory one (bPurgeable 0, whose
@@ -26,16 +39,20 @@
  *     pages of pinned memory more; all are cooled when the memory budget
  *     runs low and at xShrink.
  *   - A dropped page's entry is kept as a spare, its object unpinned, while
- *     pages and spares together are within cache_size (purgeable caches):
+ *     pages and spares together are within cache_size, or spares are fewer
+ *     than a pool's worth (purgeable caches, vsq_spares_max):
  *     freeing an object returns its memory to the kernel (a hole punched,
  *     a TLB flush), and a new one faults its pages in again.
- *   - The library purges unpinned objects at any time; this code learns
- *     of it only through vr_obj_pin() (VR_PURGED) or vr_obj_status(): a
- *     purged page is a miss and its entry is freed (lazily, when seen).
+ *   - The library purges unpinned objects at any time; the purge handler
+ *     queues them and the next xFetch past a held page, xPagecount or
+ *     xShrink drops them from the table (a purged page is a miss).  A page
+ *     found purged by vr_obj_pin() first is a miss as well.
  */
 #ifndef VSQ_PCACHE_H
 #define VSQ_PCACHE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,17 +60,24 @@
 #include <sqlite3.h>
 #include <vrange.h>
 
+/* in the side-car of its object (zeroed when the object is made) */
 struct vsq_page {
 	sqlite3_pcache_page base;       /* first: SQLite hands this pointer back */
 	struct vr_obj *obj;             /* the page buffer (base.pBuf) */
-	struct vsq_page *hnext;         /* hash chain */
+	struct vsq_page *hnext;         /* hash chain, or the spare list */
 	struct vsq_page *lprev, *lnext; /* the cache's LRU, while not pinned */
+	struct vsq_page *qprev, *qnext; /* the purge queue: under qlock */
 	unsigned key;
 	bool pinned; /* held by SQLite: between xFetch and xUnpin */
 	bool vol;    /* the object is unpinned (volatile) */
 	bool hot;    /* released, object still pinned: one of the n_hot youngest */
+	bool spare;  /* not in the table: on the spare list */
+	bool queued; /* on the purge queue: under qlock */
 		     /* szExtra bytes follow, 16-byte aligned: base.pExtra */
 };
+
+/* the entry's bytes before SQLite's extra */
+#define VSQ_HDR ((sizeof(struct vsq_page) + 15) & ~(size_t)15)
 
 /* what a cache counted; summed into the totals at xDestroy */
 struct vsq_stats {
@@ -73,6 +97,7 @@ struct vsq_stats {
 
 struct vsq_cache {
 	struct vr_ctx *ctx;
+	struct vr_group *grp; /* this cache's objects (S35) */
 	size_t sz_page, sz_extra, sz_entry;
 	bool purgeable;
 	uint64_t seen_usage; /* VR_STAT_LIMIT_USAGE when last read */
@@ -90,6 +115,9 @@ struct vsq_cache {
 	struct vsq_page *spare; /* dropped entries kept for reuse (hnext) */
 	unsigned n_spare;
 	struct vsq_stats st;
+	pthread_mutex_t qlock;  /* the purge queue; held over vr_obj_free */
+	struct vsq_page *queue; /* purged entries (qnext), under qlock */
+	atomic_bool queued;     /* queue not empty: read without qlock */
 };
 
 static inline unsigned vsq_slot(const struct vsq_cache *c, unsigned key)
@@ -116,16 +144,29 @@ void vsq_cool(struct vsq_cache *c, unsigned keep);
 void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p);
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p);
 void vsq_spares_trim(struct vsq_cache *c, unsigned keep);
-void vsq_entry_free(struct vsq_page *p);
-
-/* pool.c: entries kept between caches (objects unpinned) */
-struct vsq_page *vsq_pool_get(struct vsq_cache *c);
-void vsq_pool_put(struct vsq_cache *c, struct vsq_page *p);
-void vsq_pool_drain(void);
+unsigned vsq_spares_max(const struct vsq_cache *c);
+void vsq_entry_free(struct vsq_cache *c, struct vsq_page *p);
 struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight);
 void vsq_trim(struct vsq_cache *c, unsigned keep);
-void vsq_sweep_purged(struct vsq_cache *c);
 void vsq_truncate(struct vsq_cache *c, unsigned limit);
+
+/* purge.c: the purge handler and its queue */
+void vsq_on_purge(struct vr_obj *o, void *arg);
+void vsq_drain(struct vsq_cache *c);
+void vsq_queue_forget(struct vsq_cache *c);
+
+/* the purge queue has entries: drop them (once per slow xFetch) */
+static inline void vsq_drain_queued(struct vsq_cache *c)
+{
+	if (atomic_load_explicit(&c->queued, memory_order_relaxed))
+		vsq_drain(c);
+}
+
+/* pool.c: groups of destroyed caches kept for new ones (spares unpinned) */
+bool vsq_pool_take(struct vsq_cache *c);
+bool vsq_pool_give(struct vsq_cache *c);
+unsigned vsq_pool_keep(size_t sz_page);
+void vsq_pool_drain(void);
 
 /* pcache.c: the totals of destroyed caches (for tests and benchmarks) */
 void vsq_stats_add(const struct vsq_stats *s);

@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * pool.c - entries of destroyed and shrunk caches kept for new ones
+ * pool.c - the groups of destroyed caches kept for new ones
  *
  * SQLite opens and closes caches often (each connection, each temporary
  * database, VACUUM's copy).  Freeing an object returns its memory to the
  * kernel (a hole punched in the memfd, a TLB flush) and a new object
- * faults its pages in again: measured, 15% of a workload's time.  So
- * entries go to this process-wide pool instead, their objects unpinned
- * (the library may purge them like any volatile bytes), up to
- * VSQ_POOL_BYTES of pages per page size, and a new page of a cache with
- * the same page and extra sizes takes one from here.  The pool is emptied
- * at xShutdown: its objects belong to the ctx, which may go after that.
- * One mutex; taken only when a cache makes or drops an entry it had no
- * spare for.
+ * faults its pages in again: measured, 15% of a workload's time.  So a
+ * destroyed cache's group goes to this process-wide pool instead, with
+ * its spare entries, their objects unpinned (the library may purge them
+ * like any volatile bytes), up to VSQ_POOL_BYTES of pages, one group per
+ * page size; a new cache with the same page and extra sizes takes it over
+ * (objects cannot move between groups, S35).  The pool is emptied at
+ * xShutdown: its groups belong to the ctx, which may go after that.
+ * One mutex, taken at xCreate and xDestroy.
  */
 #include <pthread.h>
-#include <stdlib.h>
+#include <stdint.h>
 
 #include "pcache.h"
 
@@ -25,8 +25,9 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
+	struct vr_group *grp; /* no purge handler */
 	size_t sz_extra;
-	struct vsq_page *head; /* through hnext */
+	struct vsq_page *spare; /* through hnext */
 	unsigned n;
 } pool[VSQ_POOL_SIZES];
 
@@ -39,63 +40,58 @@ static int slot_of(size_t sz)
 	return -1;
 }
 
-struct vsq_page *vsq_pool_get(struct vsq_cache *c)
+/* a pooled group for new cache @c (its group and spares), or false */
+bool vsq_pool_take(struct vsq_cache *c)
 {
 	int i = slot_of(c->sz_page);
-	struct vsq_page *p = NULL;
 	if (i < 0)
-		return NULL;
+		return false;
 	pthread_mutex_lock(&lock);
-	if (pool[i].head && pool[i].sz_extra == c->sz_extra) {
-		p = pool[i].head;
-		pool[i].head = p->hnext;
-		pool[i].n--;
+	bool got = pool[i].grp && pool[i].sz_extra == c->sz_extra;
+	if (got) {
+		c->grp = pool[i].grp;
+		c->spare = pool[i].spare;
+		c->n_spare = pool[i].n;
+		pool[i].grp = NULL;
 	}
 	pthread_mutex_unlock(&lock);
-	if (!p)
-		return NULL;
-	p->hnext = NULL;
-	/* VR_PURGED is as good as VR_INTACT: the page gets new bytes */
-	if (vr_obj_pin(p->obj) < 0) {
-		vsq_entry_free(p);
-		return NULL;
-	}
-	p->vol = false;
-	return p;
+	if (got)
+		c->st.pooled++;
+	return got;
 }
 
-void vsq_pool_put(struct vsq_cache *c, struct vsq_page *p)
+/* cache @c's group and spares to the pool (the group's purge handler
+ * removed, no page left in the table), or false: the slot is taken */
+bool vsq_pool_give(struct vsq_cache *c)
 {
 	int i = slot_of(c->sz_page);
-	if (i >= 0 && !p->vol && vr_obj_unpin(p->obj) == 0)
-		p->vol = true;
-	if (i >= 0 && p->vol) {
-		pthread_mutex_lock(&lock);
-		if (!pool[i].head)
-			pool[i].sz_extra = c->sz_extra;
-		bool fits = pool[i].sz_extra == c->sz_extra &&
-			    (pool[i].n + 1) * c->sz_page <= VSQ_POOL_BYTES;
-		if (fits) {
-			p->hnext = pool[i].head;
-			pool[i].head = p;
-			pool[i].n++;
-		}
-		pthread_mutex_unlock(&lock);
-		if (fits)
-			return;
+	if (i < 0)
+		return false;
+	pthread_mutex_lock(&lock);
+	bool fits = !pool[i].grp;
+	if (fits) {
+		pool[i].grp = c->grp;
+		pool[i].sz_extra = c->sz_extra;
+		pool[i].spare = c->spare;
+		pool[i].n = c->n_spare;
 	}
-	vsq_entry_free(p);
+	pthread_mutex_unlock(&lock);
+	return fits;
+}
+
+/* the spares a pooled group keeps: VSQ_POOL_BYTES of pages */
+unsigned vsq_pool_keep(size_t sz_page)
+{
+	return (unsigned)(VSQ_POOL_BYTES / sz_page);
 }
 
 void vsq_pool_drain(void)
 {
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < VSQ_POOL_SIZES; i++) {
-		while (pool[i].head) {
-			struct vsq_page *p = pool[i].head;
-			pool[i].head = p->hnext;
-			vsq_entry_free(p);
-		}
+		vr_group_destroy(pool[i].grp); /* frees its objects */
+		pool[i].grp = NULL;
+		pool[i].spare = NULL;
 		pool[i].n = 0;
 	}
 	pthread_mutex_unlock(&lock);

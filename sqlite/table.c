@@ -112,11 +112,21 @@ void vsq_cool(struct vsq_cache *c, unsigned keep)
 	}
 }
 
-/* an entry that is in no table nor list: its object and its memory */
-void vsq_entry_free(struct vsq_page *p)
+/* an entry that is in no table nor list: its object, and with it the
+ * entry (the side-car); under qlock, off the purge queue (pcache.h) */
+void vsq_entry_free(struct vsq_cache *c, struct vsq_page *p)
 {
+	pthread_mutex_lock(&c->qlock);
+	if (p->queued) {
+		if (p->qprev)
+			p->qprev->qnext = p->qnext;
+		else
+			c->queue = p->qnext;
+		if (p->qnext)
+			p->qnext->qprev = p->qprev;
+	}
 	vr_obj_free(p->obj);
-	free(p);
+	pthread_mutex_unlock(&c->qlock);
 }
 
 /* frees spares until at most @keep are left */
@@ -126,12 +136,23 @@ void vsq_spares_trim(struct vsq_cache *c, unsigned keep)
 		struct vsq_page *p = c->spare;
 		c->spare = p->hnext;
 		c->n_spare--;
-		vsq_pool_put(c, p);
+		vsq_entry_free(c, p);
 	}
 }
 
-/* drops an entry of the table: a spare (object unpinned) while pages and
- * spares fit in cache_size, else freed */
+/* the spares a cache keeps: as many as fit in cache_size beside its
+ * pages, and at least a pool's worth (pool.c): freeing an object costs a
+ * hole punched and a TLB flush, and SQLite drops pages in bursts
+ * (xTruncate, a temporary database) that it makes again soon after */
+unsigned vsq_spares_max(const struct vsq_cache *c)
+{
+	unsigned keep = vsq_pool_keep(c->sz_page);
+	unsigned room = c->n_max > c->n_page ? c->n_max - c->n_page : 0;
+	return room > keep ? room : keep;
+}
+
+/* drops an entry of the table: a spare (object unpinned) while there is
+ * room for one (vsq_spares_max), else freed */
 void vsq_page_free(struct vsq_cache *c, struct vsq_page *p)
 {
 	if (p->pinned)
@@ -139,13 +160,14 @@ void vsq_page_free(struct vsq_cache *c, struct vsq_page *p)
 	else
 		vsq_lru_del(c, p);
 	vsq_unhash(c, p);
-	if (!c->purgeable || c->n_page + c->n_spare >= c->n_max ||
+	if (!c->purgeable || c->n_spare >= vsq_spares_max(c) ||
 	    (!p->vol && vr_obj_unpin(p->obj) < 0)) {
-		vsq_pool_put(c, p);
+		vsq_entry_free(c, p);
 		return;
 	}
 	p->vol = true;
 	p->pinned = false;
+	p->spare = true;
 	p->hnext = c->spare;
 	c->spare = p;
 	c->n_spare++;
@@ -159,12 +181,13 @@ static struct vsq_page *spare_take(struct vsq_cache *c)
 		c->spare = p->hnext;
 		c->n_spare--;
 		p->hnext = NULL;
+		p->spare = false;
 		if (vr_obj_pin(p->obj) >= 0) {
 			p->vol = false;
 			c->st.spared++;
 			return p;
 		}
-		vsq_entry_free(p);
+		vsq_entry_free(c, p);
 	}
 	return NULL;
 }
@@ -178,7 +201,7 @@ static struct vsq_page *recycle(struct vsq_cache *c, struct vsq_page *p)
 	vsq_unhash(c, p);
 	/* VR_PURGED is as good as VR_INTACT here; an error loses the entry */
 	if (p->vol && vr_obj_pin(p->obj) < 0) {
-		vsq_entry_free(p);
+		vsq_entry_free(c, p);
 		return NULL;
 	}
 	p->vol = false;
@@ -186,26 +209,17 @@ static struct vsq_page *recycle(struct vsq_cache *c, struct vsq_page *p)
 	return p;
 }
 
+/* a new object of the cache's group, the entry in its side-car (zeroed) */
 static struct vsq_page *entry_new(struct vsq_cache *c)
 {
-	struct vsq_page *p = vsq_pool_get(c);
-	if (p) {
-		c->st.pooled++;
-		return p;
-	}
-	p = malloc(c->sz_entry);
-	if (!p)
+	struct vr_obj *o;
+	if (vr_obj_new_in(c->grp, c->sz_page, c->sz_entry, 0, &o) < 0)
 		return NULL;
-	if (vr_obj_new(c->ctx, c->sz_page, 0, &p->obj) < 0) {
-		free(p);
-		return NULL;
-	}
 	c->grown += c->sz_page; /* memory the budget has not seen yet (pcache.c) */
-	p->base.pBuf = vr_obj_ptr(p->obj);
-	p->base.pExtra = (char *)p + ((sizeof(*p) + 15) & ~(size_t)15);
-	p->vol = false;
-	p->hot = false;
-	p->lprev = p->lnext = p->hnext = NULL;
+	struct vsq_page *p = vr_obj_extra(o);
+	p->obj = o;
+	p->base.pBuf = vr_obj_ptr(o);
+	p->base.pExtra = (char *)p + VSQ_HDR;
 	return p;
 }
 
@@ -223,7 +237,7 @@ static struct vsq_page *entry_new(struct vsq_cache *c)
 struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight)
 {
 	if (tight)
-		vsq_sweep_purged(c); /* recycling a purged page would grow memory */
+		vsq_drain_queued(c); /* recycling a purged page would grow memory */
 	bool full = c->purgeable && c->lru_old && (tight || c->n_page + 1 >= c->n_max);
 	struct vsq_page *p = NULL;
 	if (full && tight)
@@ -240,7 +254,7 @@ struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight)
 	p->pinned = true;
 	memset(p->base.pExtra, 0, c->sz_extra < sizeof(void *) ? c->sz_extra : sizeof(void *));
 	if (vsq_insert(c, p) < 0) {
-		vsq_entry_free(p);
+		vsq_entry_free(c, p);
 		return NULL;
 	}
 	c->n_pinned++;
@@ -253,25 +267,6 @@ void vsq_trim(struct vsq_cache *c, unsigned keep)
 {
 	while (c->n_page > keep && c->lru_old)
 		vsq_page_free(c, c->lru_old);
-}
-
-/*
- * Frees the purged pages at the old end of the LRU.  The library purges
- * least recently unpinned first, the order of this LRU, so purged entries
- * gather there; a purged page behind an intact one (pages smaller than a
- * memory page share it with others, A1) stays counted until it is looked
- * up or recycled.  The purge notification (S37, issue 23) will remove
- * every purged entry when it is purged.
- */
-void vsq_sweep_purged(struct vsq_cache *c)
-{
-	while (c->lru_old && c->lru_old->vol) {
-		int st = vr_obj_status(c->lru_old->obj);
-		if (st < 0 || !(st & VR_STATE_PURGED))
-			break;
-		c->st.purged++;
-		vsq_page_free(c, c->lru_old);
-	}
 }
 
 /* frees every entry with a key >= @limit, pinned or not */
