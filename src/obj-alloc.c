@@ -363,6 +363,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 	if (whole_chunk(ch, p, len)) /* every page tagged before it can trap */
 		map_set(ch, 1, (len >> vr_page_shift()) - 1, atomic_load(&ch->map[0]));
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
+	atomic_fetch_add_explicit(&os->ndiscard, 1, memory_order_relaxed);
 	int err = obj_trap(p, len, true);
 	if (err < 0)
 		return err;
@@ -378,6 +379,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
 {
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
+	atomic_fetch_add_explicit(&os->nrestore, 1, memory_order_relaxed);
 	return obj_trap(p, len, false);
 }
 

@@ -385,8 +385,18 @@ uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
  * see purge.c.  *vr_obj_src_mask is purge.c's: the logs in its heap. */
 uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i) _nonnull_();
 int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b) _nonnull_();
+/* the units a source purge claimed are discarded in batches (obj-lru.c,
+ * BATCHED DISCARD): vr_obj_src_purge's result counts its unit as
+ * reclaimed, less the bytes of an earlier batch it had to discard and
+ * could not (so it can be negative).  vr_obj_src_flush discards the
+ * group's batch and returns the bytes it gave back; call it before the
+ * run stops, before a region step and before vr_obj_purge_done. */
+int64_t vr_obj_src_flush(struct vr_objs *os, struct vr_notify_batch *b) _nonnull_();
 uint32_t *vr_obj_src_mask(struct vr_objs *os) _nonnull_();
 void vr_obj_purge_done(struct vr_objs *os) _nonnull_(); /* end of a purge level */
+/* trap calls made for the group's objects: discards (one trap call and
+ * one fallocate each) and restores (one trap call each); tests, vrbench */
+void vr_objs_trap_calls(struct vr_objs *os, uint64_t *discards, uint64_t *restores) _nonnull_();
 /* call the purge handlers for the batch's objects (no library lock held)
  * and drop the batch's references */
 void vr_obj_notify(struct vr_notify_batch *b) _nonnull_();

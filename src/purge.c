@@ -28,6 +28,13 @@
  * stale heap key is never too young).  A region yields its candidates
  * through region_lru_peek/pop (range-lru.c: the log and the pieces' heap,
  * oldest first); skipped ranges are stepped over for one purge generation.
+ *
+ * Objects follow the same order of effects (claim = publish, arm, punch,
+ * account), but a run claims them one by one in LRU order and discards
+ * those whose pages follow each other in a chunk together: one trap call
+ * and one fallocate per batch (obj-lru.c, BATCHED DISCARD).  The goal
+ * counts a claimed object as purged; flush_level discards the batches
+ * before the run stops, before a region step and at a level's end.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,6 +111,7 @@ struct run {
 	struct vr_cand *h;
 	size_t nh;
 	struct vr_notify_batch *b;
+	bool pend; /* an object step ran since the last flush_level */
 };
 
 static bool goal_met(const struct run *u)
@@ -113,17 +121,6 @@ static bool goal_met(const struct run *u)
 	uint64_t v = u->only ? vr_objs_stat(u->only, VR_STAT_VOLATILE_BYTES)
 			     : vr_ctx_gauge(u->c, VR_G_VOLATILE);
 	return v <= u->n;
-}
-
-/* stop: goal met, or a full batch to report first (vr_ctx_purge_in runs
- * again after reporting) */
-static bool run_stop(struct run *u)
-{
-	if (u->b->n >= VR_NOTIFY_BATCH) {
-		u->b->full = true;
-		return true;
-	}
-	return goal_met(u);
 }
 
 /* the groups of the level: g = NULL starts; NULL when there is no next */
@@ -137,6 +134,34 @@ static struct vr_objs *level_next(const struct run *u, size_t *k)
 			return os;
 	}
 	return NULL;
+}
+
+/* discard the objects the level's groups claimed and batched (obj-lru.c,
+ * BATCHED DISCARD); what a failed discard gave back is not reclaimed */
+static void flush_level(struct run *u)
+{
+	if (!u->pend)
+		return;
+	size_t k = 0;
+	for (struct vr_objs *os; (os = level_next(u, &k));)
+		u->reclaimed -= (uint64_t)vr_obj_src_flush(os, u->b);
+	u->pend = false;
+}
+
+/* stop: goal met, or a full batch to report first (vr_ctx_purge_in runs
+ * again after reporting).  Both count the batched objects as purged; the
+ * batches are discarded before the run stops, and if that gave some
+ * back, it goes on. */
+static bool run_stop(struct run *u)
+{
+	if (u->b->n < VR_NOTIFY_BATCH && !goal_met(u))
+		return false;
+	flush_level(u);
+	if (u->b->n >= VR_NOTIFY_BATCH) {
+		u->b->full = true;
+		return true;
+	}
+	return goal_met(u);
 }
 
 /* Object LRU sources (obj-lru.c).  The logs are entries with r == NULL
@@ -209,6 +234,7 @@ static void obj_step(struct run *u)
 	uint64_t age = vr_obj_src_oldest(os, src);
 	if (age != UINT64_MAX && !older_elsewhere(u, age)) {
 		u->reclaimed += (uint64_t)vr_obj_src_purge(os, src, u->b);
+		u->pend = true;
 		age = vr_obj_src_oldest(os, src);
 	}
 	u->h[0].age = age;
@@ -240,6 +266,7 @@ static void region_lru_pop(struct vr_region *r)
 static void region_step(struct run *u)
 {
 	struct vr_region *r = u->h[0].r;
+	flush_level(u); /* no object claim is held under a region lock */
 	vr_region_lock(r);
 	struct vr_range *rg = region_lru_peek(r, u->gen);
 	if (!rg) {
@@ -317,6 +344,7 @@ static bool run_level(struct run *u)
 		if (rq != UINT64_MAX && (u->nh == 0 || rq <= u->h[0].age)) {
 			/* a requeue heap holds the oldest entry */
 			u->reclaimed += (uint64_t)vr_obj_src_purge(from, VR_OBJ_NLOG, u->b);
+			u->pend = true;
 			obj_fill(u, from);
 		} else if (u->h[0].r) {
 			region_step(u);
@@ -324,6 +352,7 @@ static bool run_level(struct run *u)
 			obj_step(u);
 		}
 	}
+	flush_level(u);
 	k = 0;
 	for (struct vr_objs *os; (os = level_next(u, &k));)
 		vr_obj_purge_done(os);
