@@ -18,6 +18,7 @@
 #include "tests.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 
 static size_t P;
@@ -254,19 +255,30 @@ static void test_concurrent(void **state)
 		assert_int_equal(pthread_create(&t[j], NULL, worker, k), 0);
 	assert_int_equal(pthread_create(&t[3], NULL, purger, k), 0);
 	/* run until the monitor purged too (the limit watcher polls), 3 s
-	 * at least, 30 s at most; after 3 s without a limit purge the
-	 * purger thread pauses (it may keep usage under the limit alone:
-	 * seen once in a CI leg) */
+	 * at least, 30 s at most.  After 3 s without a limit purge the
+	 * purger thread pauses and this thread commits 64 MiB of its own
+	 * memory: the usage counted crosses the limit, which only purging
+	 * volatile bytes can answer (the purger, and the budget enforced at
+	 * each unpin, kept the usage under the limit alone under load: seen
+	 * in two CI legs) */
+	char *hog = NULL;
 	for (int ms = 0; ms < 30000; ms += 100) {
 		usleep(100 * 1000);
 		if (ms >= 3000 && vr_ctx_stat(k->c, VR_STAT_LIMIT_PURGES) > 0)
 			break;
-		if (ms >= 3000)
+		if (ms >= 3000 && !hog) {
 			atomic_store(&k->quiet, true);
+			hog = mmap(NULL, 64 << 20, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			assert_true(hog != MAP_FAILED);
+			memset(hog, 1, 64 << 20);
+		}
 	}
 	atomic_store(&k->stop, true);
 	for (int j = 0; j < 4; j++)
 		pthread_join(t[j], NULL);
+	if (hog)
+		munmap(hog, 64 << 20);
 	assert_true(vr_ctx_stat(k->c, VR_STAT_LIMIT_PURGES) > 0);
 	/* calls in flight (the monitor's) are over when these return */
 	for (int j = 0; j < 2; j++)

@@ -97,6 +97,11 @@ static void test_limit_lines(void **state)
 	assert_true(mon_limit_budget(&pl, 200 * MiB, 0) == 40 * MiB);
 	assert_true(mon_limit_budget(&pl, 300 * MiB, 10 * MiB) == 1); /* none left */
 	assert_true(mon_limit_budget(&pl, 5 * MiB, 50 * MiB) == 240 * MiB);
+	/* A3: pressure waits while more than L/32 of file cache beyond the
+	 * reserve is reclaimable */
+	assert_true(mon_pressure_file_first(&pl, 9 * MiB));
+	assert_false(mon_pressure_file_first(&pl, 8 * MiB));
+	assert_false(mon_pressure_file_first(&pl, 0));
 	/* tiny limits keep their order */
 	mon_limit_plan(64, &pl);
 	assert_true(pl.target <= pl.line && pl.line <= pl.threshold && pl.threshold <= pl.limit);

@@ -19,6 +19,14 @@
  * youngest unpinned object (S21, S22); ranges and units purge in one
  * order.  Callers keep small objects within one page each (no
  * straddling), so that no two units share an age.
+ *
+ * Groups (S35, S37): object k belongs to group obj[k].grp (0 is the
+ * default group, priority 4; ranges have priority 4 too).  Ctx-wide purges
+ * take the lowest priority that has a unit, oldest first; a group's purge
+ * and limit take only its objects.  The limits at an unpin: the ctx's
+ * first, then the group's (what vr_obj_unpin does).  Every object purged
+ * counts one notification of its group; an object marked free_on_purge is
+ * freed by the purge (what a purge handler that frees does).
  */
 #ifndef VT_VRMODEL_H
 #define VT_VRMODEL_H
@@ -31,9 +39,11 @@
 #define VM_MAX_REGIONS 4
 #define VM_MAX_RANGES 4096
 #define VM_MAX_OBJS 128
+#define VM_MAX_GROUPS 4
 
 struct vm_obj {
-	bool live, pinned, purged, large;
+	bool live, pinned, purged, large, free_on_purge;
+	int grp;
 	size_t size;
 	uintptr_t pg0, pg1; /* first and last page (address / P) */
 	uint64_t age;       /* of the last unpin */
@@ -62,12 +72,19 @@ struct vm {
 	size_t limit;
 	uint64_t reclaimed, purges, events;
 	struct vm_obj obj[VM_MAX_OBJS];
+	struct vm_group {
+		bool live;
+		int prio;
+		size_t limit;
+		uint64_t purges, reclaimed, notified;
+	} grp[VM_MAX_GROUPS];
 };
 
 static inline void vm_init(struct vm *m, size_t P)
 {
 	memset(m, 0, sizeof(*m));
 	m->P = P;
+	m->grp[0] = (struct vm_group){ .live = true, .prio = 4 };
 }
 
 static inline void vm_region_new(struct vm *m, int i, size_t size)
@@ -189,13 +206,16 @@ static inline bool vm_page_unit(const struct vm *m, uintptr_t pg, uint64_t *age)
 
 /* the oldest object unit: *large = index of a large object, or -1 and
  * *pg = a page of small objects; false if there is none */
-static inline bool vm_oldest_obj(const struct vm *m, int *large, uintptr_t *pg, uint64_t *age)
+static inline bool vm_oldest_obj_in(const struct vm *m, int grp, int prio, int *large,
+				    uintptr_t *pg, uint64_t *age)
 {
 	bool found = false;
 	for (size_t k = 0; k < VM_MAX_OBJS; k++) {
 		const struct vm_obj *o = &m->obj[k];
 		uint64_t a;
 		if (!o->live || o->pinned || o->purged)
+			continue;
+		if ((grp >= 0 && o->grp != grp) || (prio >= 0 && m->grp[o->grp].prio != prio))
 			continue;
 		if (o->large) {
 			a = o->age;
@@ -217,36 +237,76 @@ static inline bool vm_oldest_obj(const struct vm *m, int *large, uintptr_t *pg, 
 	return found;
 }
 
+static inline bool vm_oldest_obj(const struct vm *m, int *large, uintptr_t *pg, uint64_t *age)
+{
+	return vm_oldest_obj_in(m, -1, -1, large, pg, age);
+}
+
+/* object k is purged (S37: one notification; a handler may free it) */
+static inline void vm_obj_purged(struct vm *m, struct vm_obj *o)
+{
+	o->purged = true;
+	m->purges++;
+	m->grp[o->grp].purges++;
+	m->grp[o->grp].notified++;
+	if (o->free_on_purge)
+		o->live = false;
+}
+
 /* purge one object unit; returns the bytes reclaimed */
 static inline uint64_t vm_purge_obj(struct vm *m, int large, uintptr_t pg)
 {
+	uint64_t r = m->P;
+	int grp = 0;
 	if (large >= 0) {
 		struct vm_obj *o = &m->obj[large];
-		o->purged = true;
-		m->purges++;
-		return (o->size + m->P - 1) / m->P * m->P;
-	}
-	for (size_t k = 0; k < VM_MAX_OBJS; k++) {
-		struct vm_obj *o = &m->obj[k];
-		if (o->live && !o->large && pg >= o->pg0 && pg <= o->pg1 && !o->purged) {
-			o->purged = true;
-			m->purges++;
+		r = (o->size + m->P - 1) / m->P * m->P;
+		grp = o->grp;
+		vm_obj_purged(m, o);
+	} else {
+		for (size_t k = 0; k < VM_MAX_OBJS; k++) {
+			struct vm_obj *o = &m->obj[k];
+			if (o->live && !o->large && pg >= o->pg0 && pg <= o->pg1 && !o->purged) {
+				grp = o->grp;
+				vm_obj_purged(m, o);
+			}
 		}
 	}
-	return m->P;
+	m->grp[grp].reclaimed += r;
+	return r;
 }
 
-/* purge in S8 order until goal: by_bytes ? reclaimed >= n : volatile <= n */
-static inline uint64_t vm_purge(struct vm *m, bool by_bytes, uint64_t n)
+/* the bytes of group g's unpinned objects, purged or not (S22 per group) */
+static inline uint64_t vm_gbytes(const struct vm *m, int g, bool purged)
+{
+	uint64_t n = 0;
+	for (size_t k = 0; k < VM_MAX_OBJS; k++)
+		if (m->obj[k].live && m->obj[k].grp == g && !m->obj[k].pinned &&
+		    m->obj[k].purged == purged)
+			n += m->obj[k].size;
+	return n;
+}
+
+/* purge until goal: by_bytes ? reclaimed >= n : volatile <= n; grp < 0:
+ * ctx-wide (S35: lowest priority first, S8 order within it), else only
+ * that group's objects, oldest first */
+static inline uint64_t vm_purge_in(struct vm *m, int grp, bool by_bytes, uint64_t n)
 {
 	uint64_t got = 0;
 	for (;;) {
-		if (by_bytes ? got >= n : vm_bytes(m, false) <= n)
+		uint64_t v = grp >= 0 ? vm_gbytes(m, grp, false) : vm_bytes(m, false);
+		if (by_bytes ? got >= n : v <= n)
 			break;
-		int k = vm_oldest(m), large = -1;
+		int k = -1, large = -1;
 		uintptr_t pg = 0;
 		uint64_t oage = 0;
-		bool obj = vm_oldest_obj(m, &large, &pg, &oage);
+		bool obj = false;
+		if (grp >= 0)
+			obj = vm_oldest_obj_in(m, grp, -1, &large, &pg, &oage);
+		for (int prio = 0; grp < 0 && prio < 8 && k < 0 && !obj; prio++) {
+			k = prio == 4 ? vm_oldest(m) : -1;
+			obj = vm_oldest_obj_in(m, -1, prio, &large, &pg, &oage);
+		}
 		if (k < 0 && !obj)
 			break;
 		uint64_t r;
@@ -263,15 +323,26 @@ static inline uint64_t vm_purge(struct vm *m, bool by_bytes, uint64_t n)
 	return got;
 }
 
+static inline uint64_t vm_purge(struct vm *m, bool by_bytes, uint64_t n)
+{
+	return vm_purge_in(m, -1, by_bytes, n);
+}
+
 /* ---- objects (S19-S22) ---- */
-static inline void vm_obj_new(struct vm *m, int k, size_t size, uintptr_t addr)
+static inline void vm_obj_new_in(struct vm *m, int grp, int k, size_t size, uintptr_t addr)
 {
 	m->obj[k] = (struct vm_obj){ .live = true,
+				     .grp = grp,
 				     .pinned = true,
 				     .large = size >= m->P,
 				     .size = size,
 				     .pg0 = addr / m->P,
 				     .pg1 = (addr + size - 1) / m->P };
+}
+
+static inline void vm_obj_new(struct vm *m, int k, size_t size, uintptr_t addr)
+{
+	vm_obj_new_in(m, 0, k, size, addr);
 }
 
 static inline void vm_obj_free(struct vm *m, int k)
@@ -326,8 +397,42 @@ static inline int vm_obj_unpin(struct vm *m, int k)
 		o->pinned = false;
 		o->age = ++m->clock;
 		vm_enforce_limit(m); /* S22: the limit at every unpin */
+		struct vm_group *g = &m->grp[o->grp];
+		if (g->limit && vm_gbytes(m, o->grp, false) > g->limit)
+			vm_purge_in(m, o->grp, false, g->limit); /* S35 */
 	}
 	return 0;
+}
+
+/* ---- groups (S35) ---- */
+static inline void vm_group_new(struct vm *m, int g, int prio)
+{
+	m->grp[g] = (struct vm_group){ .live = true, .prio = prio };
+}
+
+/* frees the group's objects; the default group stays */
+static inline void vm_group_destroy(struct vm *m, int g)
+{
+	for (size_t k = 0; k < VM_MAX_OBJS; k++)
+		if (m->obj[k].live && m->obj[k].grp == g)
+			m->obj[k].live = false;
+	if (g != 0)
+		m->grp[g].live = false;
+}
+
+static inline void vm_group_set_limit(struct vm *m, int g, size_t bytes)
+{
+	m->grp[g].limit = bytes;
+	if (bytes && vm_gbytes(m, g, false) > bytes)
+		vm_purge_in(m, g, false, bytes);
+}
+
+static inline uint64_t vm_gobjs(const struct vm *m, int g)
+{
+	uint64_t n = 0;
+	for (size_t k = 0; k < VM_MAX_OBJS; k++)
+		n += m->obj[k].live && m->obj[k].grp == g;
+	return n;
 }
 
 /* S3, S4, S10 */

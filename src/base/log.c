@@ -64,8 +64,7 @@ void vr_log_atfork_child(void)
 
 static void log_line(int prio, const char *buf);
 
-__attribute__((format(printf, 2, 0)))
-static void log_va(int prio, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_va(int prio, const char *fmt, va_list ap)
 {
 	char buf[512];
 	vsnprintf(buf, sizeof(buf) - 1, fmt, ap);

@@ -101,6 +101,16 @@ static bool read_usage(struct mon_limit *l, uint64_t *out)
 	return true;
 }
 
+bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file)
+{
+	struct mon_limit *l = &m->lim;
+	uint64_t usage;
+	if (!l->kind || l->own || !read_usage(l, &usage))
+		return false;
+	*file = l->file;
+	return mon_pressure_file_first(&l->plan, l->file);
+}
+
 static const char *limit_where(const struct mon_limit *l)
 {
 	return l->kind == MON_LIM_V1   ? "memory.limit_in_bytes"

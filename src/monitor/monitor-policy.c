@@ -130,6 +130,11 @@ uint64_t mon_limit_reclaimable(const struct mon_limit_plan *pl, uint64_t file)
 	return file > reserve ? file - reserve : 0;
 }
 
+bool mon_pressure_file_first(const struct mon_limit_plan *pl, uint64_t reclaimable)
+{
+	return pl->limit && reclaimable > pl->limit / MON_FILE_FIRST_DIV;
+}
+
 uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint64_t own_volatile)
 {
 	uint64_t other = usage > own_volatile ? usage - own_volatile : 0;

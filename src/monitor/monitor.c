@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <link.h>
 #include <sched.h>
 #include <signal.h>
@@ -66,6 +67,13 @@ static void act(struct vr_monitor *m, uint64_t now)
 	unsigned coalesced;
 	int l;
 	while ((l = mon_pol_take(&m->pol, now, &coalesced)) != VR_PRESSURE_NONE) {
+		uint64_t file;
+		if (mon_limit_file_first(m, &file)) {
+			vr_dbg("monitor: %s pressure (%u coalesced) left to the kernel: %" PRIu64
+			       " bytes of reclaimable file cache in the limited cgroup (A3)",
+			       level_name(l), coalesced, file);
+			continue;
+		}
 		ssize_t got = vr_ctx_notify_pressure(m->ctx, (enum vr_pressure)l);
 		vr_dbg("monitor: acted on %s pressure (%u coalesced): %zd bytes reclaimed",
 		       level_name(l), coalesced, got);

@@ -75,6 +75,13 @@ uint64_t mon_limit_excess(const struct mon_limit_plan *pl, uint64_t usage) _nonn
  * being read are locked: the kernel cannot reclaim them, measured) */
 #define MON_FILE_RESERVE_DIV 16
 uint64_t mon_limit_reclaimable(const struct mon_limit_plan *pl, uint64_t file) _nonnull_();
+/* A3 for pressure events: a limited cgroup that still holds more than
+ * L/MON_FILE_FIRST_DIV of file cache the kernel can reclaim (beyond the
+ * reserve above) stalls because the kernel is reclaiming that cache (its
+ * stalls count in every ancestor's PSI, the system's too): a pressure
+ * purge then waits, the kernel goes first */
+#define MON_FILE_FIRST_DIV 32
+bool mon_pressure_file_first(const struct mon_limit_plan *pl, uint64_t reclaimable) _nonnull_();
 /* the ctx's budget: the line minus what the cgroup holds that is not this
  * ctx's unpurged volatile bytes; at least 1 (0 would mean "no budget") */
 uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint64_t own_volatile)
@@ -213,6 +220,10 @@ struct vr_monitor {
 
 /* a source signalled a level (edge): coalesced by the policy */
 void mon_raise(struct vr_monitor *m, int level, const char *why) _nonnull_();
+/* monitor-limit.c: a fresh read of the limited cgroup says a pressure
+ * event is the kernel reclaiming its file cache (mon_pressure_file_first);
+ * *file: the reclaimable file cache read */
+bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file) _nonnull_();
 /* a level-triggered source measured level now */
 void mon_hold(struct vr_monitor *m, struct mon_hold *h, int level, uint64_t now, const char *why)
 	_nonnull_();
