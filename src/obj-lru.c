@@ -37,6 +37,13 @@ static inline struct vr_obj *unit_obj(uintptr_t u)
 {
 	return (struct vr_obj *)(u & ~(uintptr_t)1);
 }
+/* the slab of page p and the slots overlapping it: [*lo, *hi] */
+static inline struct vr_slab *page_slots(const struct vr_opage *p, uint32_t *lo, uint32_t *hi)
+{
+	struct vr_slab *s = p->slab;
+	vr_slab_page_slots(s, (size_t)(p - s->pages), lo, hi);
+	return s;
+}
 
 /* Does the unit still need an entry?  If not, clear QUEUED (in the same
  * compare-and-swap that saw it needs none) and say so. */
@@ -217,9 +224,8 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 {
 	if ((atomic_load(&p->pw) & PG_COUNT) != 1)
 		return; /* another object is pinned: its unpin gives the age */
-	struct vr_slab *s = p->slab;
 	uint32_t lo, hi;
-	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+	struct vr_slab *s = page_slots(p, &lo, &hi);
 	uint64_t age = 0;
 	bool unpurged = false;
 	for (uint32_t i = lo; i <= hi; i++) {
@@ -296,9 +302,8 @@ static void unit_take(struct vr_objs *os, uintptr_t u)
 		return;
 	}
 	struct vr_opage *p = (struct vr_opage *)u;
-	struct vr_slab *s = p->slab;
 	uint32_t lo, hi;
-	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+	struct vr_slab *s = page_slots(p, &lo, &hi);
 	for (uint32_t i = lo; i <= hi; i++) {
 		if (page_takes(atomic_load(&s->objs[i].state))) {
 			atomic_fetch_or(&s->objs[i].state, OS_PURGING);
@@ -338,9 +343,8 @@ static void unit_purged(struct vr_objs *os, size_t k)
 		atomic_store(&o->state, (pd->u[k].s | OS_PURGED | notify) & ~(uint64_t)OS_QUEUED);
 	} else {
 		struct vr_opage *p = (struct vr_opage *)u;
-		struct vr_slab *s = p->slab;
 		uint32_t lo, hi;
-		vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+		struct vr_slab *s = page_slots(p, &lo, &hi);
 		for (uint32_t i = lo; i <= hi; i++) {
 			if (atomic_load(&s->objs[i].state) & OS_PURGING) { /* taken by this page */
 				atomic_fetch_or(&s->objs[i].state, OS_PURGED | notify);
@@ -367,9 +371,8 @@ static void unit_giveback(struct vr_objs *os, size_t k, struct vr_notify_batch *
 		atomic_store(&unit_obj(u)->state, pd->u[k].s);
 	} else {
 		struct vr_opage *p = (struct vr_opage *)u;
-		struct vr_slab *s = p->slab;
 		uint32_t lo, hi;
-		vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+		struct vr_slab *s = page_slots(p, &lo, &hi);
 		for (uint32_t i = lo; i <= hi; i++) {
 			if (atomic_load(&s->objs[i].state) & OS_PURGING) {
 				gauge_move(os, obj_size(&s->objs[i]), false);
@@ -496,9 +499,8 @@ static int page_scan(struct vr_opage *p)
 {
 	/* claimed: no object on the page is pinned, allocated or freed now,
 	 * so no unpin can change its age either */
-	struct vr_slab *s = p->slab;
 	uint32_t lo, hi;
-	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+	struct vr_slab *s = page_slots(p, &lo, &hi);
 	bool any = false, unreported = false;
 	for (uint32_t i = lo; i <= hi; i++) {
 		uint64_t st = atomic_load(&s->objs[i].state);

@@ -61,6 +61,14 @@ static void setup(struct fixture *f, size_t n, size_t size)
 	assert_int_equal(vr_group_set_purge_handler(f->g, on_purge, f), 0);
 }
 
+/* setup, then every object unpinned in address order */
+static void setup_unpinned(struct fixture *f, size_t n, size_t size)
+{
+	setup(f, n, size);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(vr_obj_unpin(f->o[i]), 0);
+}
+
 static void teardown(struct fixture *f)
 {
 	vr_ctx_destroy(f->c);
@@ -179,9 +187,7 @@ static void test_straddling(void **state)
 	(void)state;
 	struct fixture f;
 	size_t size = P - P / 4 - 16, n = 2000;
-	setup(&f, n, size);
-	for (size_t i = 0; i < n; i++)
-		assert_int_equal(vr_obj_unpin(f.o[i]), 0);
+	setup_unpinned(&f, n, size);
 	uint64_t d0 = discards(f.g);
 	ssize_t got = vr_group_purge(f.g, SIZE_MAX);
 	uint64_t calls = discards(f.g) - d0;
@@ -206,9 +212,7 @@ static void test_partial(void **state)
 	(void)state;
 	struct fixture f;
 	size_t n = 200;
-	setup(&f, n, P);
-	for (size_t i = 0; i < n; i++)
-		assert_int_equal(vr_obj_unpin(f.o[i]), 0);
+	setup_unpinned(&f, n, P);
 	size_t k = 37;
 	assert_int_equal(vr_group_purge(f.g, k * P), (ssize_t)(k * P));
 	assert_int_equal(vr_group_stat(f.g, VR_STAT_PURGES), k);
@@ -232,9 +236,7 @@ static void test_repin_calls(void **state)
 	(void)state;
 	struct fixture f;
 	size_t n = 64;
-	setup(&f, n, P);
-	for (size_t i = 0; i < n; i++)
-		assert_int_equal(vr_obj_unpin(f.o[i]), 0);
+	setup_unpinned(&f, n, P);
 	assert_int_equal(vr_group_purge(f.g, (n / 2) * P), (ssize_t)((n / 2) * P));
 	uint64_t r0 = restores(f.g);
 	for (size_t i = 0; i < n; i++)
