@@ -91,9 +91,10 @@
 #define OBJ_CHUNK_SHIFT 30   /* address space of an ordinary chunk: 1 GiB */
 #define OBJ_NLOG VR_OBJ_NLOG /* LRU logs per group */
 #define OBJ_MAX_SLAB_PAGES 16
-#define OBJ_NSKIPPED 32 /* units a purge run can skip and keep in place */
-#define OBJ_EXTRA_MAX VR_OBJ_EXTRA_MAX
 #define OBJ_BATCH 64 /* units one batched discard takes (obj-lru.c) */
+/* units a purge run can skip and keep in place: a failed batch and more */
+#define OBJ_NSKIPPED (OBJ_BATCH + 32)
+#define OBJ_EXTRA_MAX VR_OBJ_EXTRA_MAX
 #define OBJ_BATCH_BYTES ((size_t)1 << (OBJ_CHUNK_SHIFT - 4)) /* and bytes, < a chunk */
 
 /* o->state */

@@ -11,6 +11,7 @@
  */
 #include "tests.h"
 
+#include "config.h"
 #include "private.h"
 
 static size_t P;
@@ -245,13 +246,80 @@ static void test_repin_calls(void **state)
 	teardown(&f);
 }
 
-int main(void)
+/* A batch whose discard fails (fault injection: its trap call or its
+ * punch, ENOMEM / EIO) is given back whole: its objects keep their data,
+ * are not reported, not counted, keep their place, and the next purge
+ * takes them.  VRANGE_FAULT_INJECT is read at the first vr_ctx_new: a
+ * fresh process per case (scenario). */
+static void failed_batch_body(void)
 {
 	P = vt_pg();
+	struct fixture f;
+	size_t n = 300;
+	setup_unpinned(&f, n, P);
+	/* one run (fewer units than a notification batch): the first batch
+	 * fails and is given back, the next 40 units are purged instead */
+	size_t k = 40;
+	ssize_t got = vr_group_purge(f.g, k * P);
+	size_t purged = 0;
+	for (size_t i = 0; i < n; i++)
+		purged += vr_obj_status(f.o[i]) == (VR_STATE_VOLATILE | VR_STATE_PURGED);
+	CK_EQ(purged, k);
+	CK_EQ(got, (ssize_t)(k * P));
+	for (size_t i = 0; i < 2 * k; i++) /* the oldest are the given back */
+		CK_EQ(vr_obj_status(f.o[i]), VR_STATE_VOLATILE | (i >= k ? VR_STATE_PURGED : 0));
+	CK_EQ(vr_group_stat(f.g, VR_STAT_PURGES), purged);
+	CK_EQ(vr_group_stat(f.g, VR_STAT_RECLAIMED_BYTES), purged * P);
+	CK_EQ(vr_group_stat(f.g, VR_STAT_PURGED_BYTES), purged * P);
+	CK_EQ(vr_group_stat(f.g, VR_STAT_VOLATILE_BYTES), (n - purged) * P);
+	for (size_t i = 0; i < n; i++) {
+		bool p = vr_obj_status(f.o[i]) & VR_STATE_PURGED;
+		CK_EQ(f.reports[i], p);
+		if (!p) /* intact under its trap-free pages: its data */
+			CK(vt_check(vr_obj_ptr(f.o[i]), 0, P, i + 1) == SIZE_MAX, "object %zu", i);
+	}
+	/* the given-back objects kept their place: the next purge takes all */
+	CK_EQ(vr_group_purge(f.g, SIZE_MAX), (ssize_t)((n - purged) * P));
+	for (size_t i = 0; i < n; i++) {
+		CK_EQ(f.reports[i], 1);
+		CK_EQ(vr_obj_pin(f.o[i]), VR_PURGED);
+		CK(vt_all_zero(vr_obj_ptr(f.o[i]), P), "object %zu", i);
+	}
+	CK_EQ(vr_group_stat(f.g, VR_STAT_PURGES), n);
+	teardown(&f);
+}
+
+static const struct vt_scenario scenarios[] = {
+	{ "failed-batch", failed_batch_body },
+};
+
+static void test_failed_batch(void **state)
+{
+	(void)state;
+	if (!VR_FAULT_INJECTION)
+		skip(); /* the -Dfault-injection=true builds (the ASan leg) */
+	/* the arm fails (mprotect), the punch fails (then the trap comes off) */
+	const char *cases[][2] = { { "mprotect", "mprotect:1:12" },
+				   { "mprotect", "fallocate:1:5" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setenv("VRANGE_FAULT_INJECT", cases[i][1], 1);
+		int st = vt_run_scenario_trap("failed-batch", cases[i][0], NULL);
+		unsetenv("VRANGE_FAULT_INJECT");
+		vt_assert_exit_ok(st);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int rc = vt_scenario_dispatch(argc, argv, scenarios, 1, 60);
+	if (rc >= 0)
+		return rc;
+	P = vt_pg();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_large),   cmocka_unit_test(test_multi_page),
-		cmocka_unit_test(test_small),   cmocka_unit_test(test_straddling),
-		cmocka_unit_test(test_partial), cmocka_unit_test(test_repin_calls),
+		cmocka_unit_test(test_large),        cmocka_unit_test(test_multi_page),
+		cmocka_unit_test(test_small),        cmocka_unit_test(test_straddling),
+		cmocka_unit_test(test_partial),      cmocka_unit_test(test_repin_calls),
+		cmocka_unit_test(test_failed_batch),
 	};
 	return cmocka_run_group_tests_name("obj-batch", tests, NULL, NULL);
 }
