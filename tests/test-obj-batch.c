@@ -24,12 +24,13 @@ struct fixture {
 	size_t n;
 };
 
+/* the object's index is in its side-car bytes (S36) */
 static void on_purge(struct vr_obj *o, void *arg)
 {
 	struct fixture *f = arg;
-	for (size_t i = 0; i < f->n; i++)
-		if (f->o[i] == o)
-			f->reports[i]++;
+	size_t i = *(size_t *)vr_obj_extra(o);
+	if (i < f->n && f->o[i] == o)
+		f->reports[i]++;
 }
 
 static uint64_t discards(struct vr_group *g)
@@ -56,7 +57,8 @@ static void setup(struct fixture *f, size_t n, size_t size)
 	assert_non_null(f->o);
 	assert_non_null(f->reports);
 	for (size_t i = 0; i < n; i++) {
-		assert_int_equal(vr_obj_new_in(f->g, size, 0, 0, &f->o[i]), 0);
+		assert_int_equal(vr_obj_new_in(f->g, size, sizeof(size_t), 0, &f->o[i]), 0);
+		*(size_t *)vr_obj_extra(f->o[i]) = i;
 		vt_fill(vr_obj_ptr(f->o[i]), 0, size, i + 1);
 	}
 	assert_int_equal(vr_group_set_purge_handler(f->g, on_purge, f), 0);
