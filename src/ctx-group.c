@@ -11,8 +11,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/sys.h"
+#include "obj/obj.h"
+#include "ctx.h"
 
 static struct vr_objs *live_group(struct vr_group *g)
 {

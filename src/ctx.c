@@ -7,8 +7,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/registry.h"
+#include "region/region.h"
+#include "obj/obj.h"
+#include "ctx.h"
 #include "mem/mem-shared.h"
 
 /* ---- the region list ---- */
@@ -139,6 +145,8 @@ int vr_ctx_create(unsigned flags, struct vr_ctx **out)
 	pthread_mutex_init(&c->lock, NULL);
 	c->flags = flags;
 	c->fork_gen = atomic_load(&vr_fork_gen);
+	c->region_src = &vr_region_source;
+	c->group_src = &vr_objs_source;
 	/* the default group (S35), before anyone can see the ctx */
 	c->groups = vr_malloc(4 * sizeof(*c->groups));
 	c->objs = c->groups ? vr_objs_create(c, VR_RANGE_PRIORITY, true) : NULL;

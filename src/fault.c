@@ -10,8 +10,8 @@
  * arrives as SIGBUS BUS_ADRERR.  Both entries share one path (trap()):
  * for a kernel-generated fault it
  *   1. finds the region by address in the lock-free registry;
- *   2. reads the region's map without a lock (a seqlock, see private.h
- *      and vr_map_lookup_racy in range-map.h)
+ *   2. reads the region's map without a lock (a seqlock, see SEQLOCK in mem/mem.h
+ *      and vr_map_lookup_racy in map/map.h)
  *      to learn whether the page is a whole page of a purged range;
  *   3. if so, calls the region's vr_fault_fn outside the lock, or delivers
  *      SIGBUS (BUS_ADRERR, si_addr exact) with the kernel's forced-signal
@@ -51,10 +51,18 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "config.h"
 #include "coop.h"
 #include "base/refault.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/callback.h"
+#include "base/registry.h"
+#include "fault.h"
+#include "region/region.h"
+#include "obj/obj.h"
+#include "ctx.h"
 #include "mem/mem-shared.h"
 
 #if HAVE_LIBUNWIND
@@ -236,7 +244,7 @@ struct lookup {
 };
 
 /* one attempt at reading the map; false if it is not worth validating.
- * The walk itself is vr_map_lookup_racy() (its rules are in range-map.h). */
+ * The walk itself is vr_map_lookup_racy() (its rules are in map/map.h). */
 static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
 {
 	struct vr_range rg;
@@ -265,7 +273,7 @@ static bool lookup_once(struct vr_region *r, uint64_t off, struct lookup *lk)
  * other threads keep the region locked (a purge in progress, a storm of
  * marks): after MAX_TRIES it takes the region lock instead and waits its
  * turn, which is safe because the caller checked that this thread does
- * not hold it (see private.h). */
+ * not hold it (see SEQLOCK in mem/mem.h). */
 #define MAX_TRIES 64
 static void lookup(struct vr_region *r, uint64_t off, struct lookup *lk)
 {

@@ -8,8 +8,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/sys.h"
+#include "base/age.h"
+#include "base/log.h"
+#include "mem/mem.h"
+#include "fault.h"
+#include "monitor/monitor.h"
 #include "mem/mem-shared.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

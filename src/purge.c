@@ -1,52 +1,37 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * purge.c - the purge engine: merges the regions' and the objects' LRUs
- * by age and purges toward a goal; discarding a range's pages (trap, then
- * free through the region's kind) is mem-pages.c's vr_discard_pages.
+ * purge.c - the purge engine: merges purge sources (base/source.h) by
+ * age and priority and purges toward a goal.  It names no unit: regions
+ * and object groups are sources through the tables ctx gives it
+ * (region/region-source.c, obj/obj-source.c); discarding pages is theirs.
  *
- * Purging a range, in this order, all under the region lock:
- *   1. publish "purged" in the record (purge_range);
- *   2. arm the trap on the whole pages, in every mapping (a thread
- *      touching them from now on faults and waits on the region lock in
- *      the fault path; a shared region's other mappers acknowledge);
- *   3. free the memory (punch the memfd hole, or MADV_DONTNEED / the guard
- *      install itself for anonymous memory): the data is gone, but nobody
- *      can read zeros as data since every access traps;
- *   4. account the purge (gauges, LRU).
- * Why this order: for a shared file it is what keeps shared.h's TRAPPED
- * HOLES through a SIGKILL at any step (the rule is written there once);
- * for the others the lock hides it, but arming before punching is the
- * rule for every region.  vr_unmark, vr_status and the fault path see
- * either the intact range or the purged one.  If the trap cannot be
- * armed (ENOMEM at the VMA limit, a mapper that does not answer) nothing
- * is punched, "purged" is taken back, and the range is skipped, keeping
- * its data and its LRU place.
+ * LRU across sources: each source keeps its entries ordered by age; a
+ * purge run merges them by age with a small heap of sources, each step
+ * re-reading the top source's oldest entry (under its region's lock for a
+ * region): a key in the heap may be stale (too old), never too young.
+ * The S35 order: priority levels from 0 up, the sources of one level
+ * merged by age.
  *
- * LRU across regions: each region keeps its own list ordered by age; a
- * purge run merges them by age with a small heap of regions, re-reading a
- * region's candidate under its lock (ages in a region only grow, so a
- * stale heap key is never too young).  A region yields its candidates
- * through region_lru_peek/pop (range-lru.c: the log and the pieces' heap,
- * oldest first); skipped ranges are stepped over for one purge generation.
- *
- * Objects follow the same order of effects (claim = publish, arm, punch,
- * account), but a run claims them one by one in LRU order and discards
- * those whose pages follow each other in a chunk together: one trap call
- * and one fallocate per batch (obj-lru.c, BATCHED DISCARD).  The goal
- * counts a claimed object as purged; flush_level discards the batches
- * before the run stops, before a region step and at a level's end.
+ * A step may claim a unit and leave its discard pending (objects whose
+ * pages follow each other in a chunk are discarded together, one trap
+ * call and one fallocate per batch: obj/obj-lru.c, BATCHED DISCARD); the
+ * goal counts a claimed unit as purged, and flush_level discards the
+ * batches before the run stops, before a step of a region and at a
+ * level's end.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "mem/mem-kind.h"
 #include "base/heap.h"
-#include "private.h"
-#include "mem/mem-shared.h"
+#include "purge.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "ctx.h"
 
 /* purge generations (vr_purge_run): this process's pid (read at every
  * vr_ctx_new and in a fork child: no system call per purge, S16) and a
@@ -60,163 +45,128 @@ void vr_purge_init(void)
 
 const struct vr_atfork vr_purge_atfork = { 0, NULL, NULL, vr_purge_init };
 
-/* purge one LRU range, region lock held: the bytes reclaimed, or -errno
- * when it was skipped (it keeps its data and its LRU place) */
-static int64_t purge_range(struct vr_region *r, struct vr_range *rg)
-{
-	struct vr_ctx *c = r->ctx;
-	uint64_t p0, p1;
-	if (!vr_whole_pages(rg->start, rg->end, r->map->page_shift, &p0, &p1))
-		return -EINVAL; /* never on the LRU */
-	/* publish, arm, punch (shared.h, TRAPPED HOLES): a process killed
-	 * in between leaves a purged record, which repair arms everywhere,
-	 * then punches */
-	rg->age_flags |= VR_RANGE_PURGED;
-	int err = vr_discard_pages(r, p0, p1);
-	if (err == VR_DISCARD_STUCK) {
-		/* trapped but not punched, and the trap would not come off:
-		 * purged with its data, nothing reclaimed */
-		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
-		p1 = p0;
-	} else if (err < 0) {
-		rg->age_flags &= ~(uint64_t)VR_RANGE_PURGED; /* nothing was punched */
-		atomic_fetch_add_explicit(&c->skipped, 1, memory_order_relaxed);
-		vr_dbg("purge skipped: region %p range [%llu, %llu): %s", (void *)r,
-		       (unsigned long long)rg->start, (unsigned long long)rg->end, strerror(-err));
-		return err;
-	}
-	uint64_t len = rg->end - rg->start;
-	vr_lru_remove(r->map, rg);
-	vr_region_account_purge(r, len);
-	atomic_fetch_add_explicit(&c->purges, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->reclaimed_bytes, p1 - p0, memory_order_relaxed);
-	vr_dbg("purged region %p range [%llu, %llu): %llu bytes reclaimed", (void *)r,
-	       (unsigned long long)rg->start, (unsigned long long)rg->end,
-	       (unsigned long long)(p1 - p0));
-	return (int64_t)(p1 - p0);
-}
-
 VR_AGE_HEAP(cand, struct vr_cand)
 
 /* One purge run (S35): priority levels from 0 up, or one group's level.
- * Within a level the sources are merged by age: the regions (level
- * VR_RANGE_PRIORITY only) and the LRU logs of every group of the level in
- * the heap, the groups' requeue heaps beside it. */
+ * Within a level the sources are merged by age: the regions (their
+ * level only) and the heap sources of every group of the level in the
+ * heap, the groups' side sources (requeue heaps) beside it. */
 struct run {
+	struct vr_purge_step st;   /* first: older() finds the run from it */
+	struct vr_purge_step side; /* st for a side source's step (never older) */
 	struct vr_ctx *c;
-	struct vr_objs *only; /* a group's own purge or limit */
-	int prio;             /* the level running */
+	const struct vr_source_ops *gops; /* the groups' table */
+	void *only;                       /* a group's own purge or limit */
+	int prio;                         /* the level running */
 	enum vr_purge_goal goal;
-	uint64_t n, reclaimed, gen;
+	uint64_t n, reclaimed;
 	struct vr_cand *h;
 	size_t nh;
-	struct vr_notify_batch *b;
-	bool pend; /* an object step ran since the last flush_level */
+	bool pend; /* a group step ran since the last flush_level */
 };
 
 static bool goal_met(const struct run *u)
 {
 	if (u->goal == VR_PURGE_BYTES)
 		return u->reclaimed >= u->n;
-	uint64_t v = u->only ? vr_objs_stat(u->only, VR_STAT_VOLATILE_BYTES)
-			     : vr_ctx_gauge(u->c, VR_G_VOLATILE);
+	uint64_t v = u->only ? u->gops->volatile_bytes(u->only) : vr_ctx_gauge(u->c, VR_G_VOLATILE);
 	return v <= u->n;
 }
 
-/* the groups of the level: g = NULL starts; NULL when there is no next */
-static struct vr_objs *level_next(const struct run *u, size_t *k)
+/* the groups of the level: *k = 0 starts; NULL when there is no next */
+static void *level_next(const struct run *u, size_t *k)
 {
 	if (u->only)
 		return (*k)++ == 0 ? u->only : NULL;
 	while (*k < u->c->ngroups) {
-		struct vr_objs *os = u->c->groups[(*k)++];
-		if (vr_objs_priority(os) == u->prio)
-			return os;
+		void *g = u->c->groups[(*k)++];
+		if (u->gops->priority(g) == u->prio)
+			return g;
 	}
 	return NULL;
 }
 
-/* discard the objects the level's groups claimed and batched (obj-lru.c,
- * BATCHED DISCARD); what a failed discard gave back is not reclaimed */
+/* discard what the level's groups claimed and batched (base/source.h:
+ * flush); what a failed discard gave back is not reclaimed */
 static void flush_level(struct run *u)
 {
-	if (!u->pend)
+	if (!u->pend || !u->gops->flush)
 		return;
 	size_t k = 0;
-	for (struct vr_objs *os; (os = level_next(u, &k));)
-		u->reclaimed -= (uint64_t)vr_obj_src_flush(os, u->b);
+	for (void *g; (g = level_next(u, &k));)
+		u->reclaimed -= (uint64_t)u->gops->flush(g, u->st.batch);
 	u->pend = false;
 }
 
 /* stop: goal met, or a full batch to report first (vr_ctx_purge_in runs
- * again after reporting).  Both count the batched objects as purged; the
+ * again after reporting).  Both count the batched objects as purged: the
  * batches are discarded before the run stops, and if that gave some
  * back, it goes on. */
 static bool run_stop(struct run *u)
 {
-	if (u->b->n < VR_NOTIFY_BATCH && !goal_met(u))
+	if (u->st.batch->n < VR_NOTIFY_BATCH && !goal_met(u))
 		return false;
 	flush_level(u);
-	if (u->b->n >= VR_NOTIFY_BATCH) {
-		u->b->full = true;
+	if (u->st.batch->n >= VR_NOTIFY_BATCH) {
+		u->st.batch->full = true;
 		return true;
 	}
 	return goal_met(u);
 }
 
-/* Object LRU sources (obj-lru.c).  The logs are entries with r == NULL
- * in the heap; a group's *vr_obj_src_mask has a bit per log present in
- * it.  A log's key is the age of its head entry, a lower bound of the
- * unit's age (the entry is lazy), and a log never gets an older head
- * while the purge lock is held (unpins append younger entries).  The
- * requeue heaps are not in the heap: a step that finds its entry's unit
- * younger than the entry moves the entry there with the unit's true age,
- * so a requeue heap's oldest can FALL during a purge, and a key in the
- * heap would then be too young: the unit would be passed over.  They are
- * compared with the heap's top at every step instead (rq_oldest, one
- * atomic load per group of the level). */
-static uint64_t rq_oldest(const struct run *u, struct vr_objs **from)
+/* The side sources (base/source.h: their oldest can FALL during a run,
+ * so a key in the heap could be too young and the entry passed over) are
+ * compared with the heap's top at every step instead: one atomic load
+ * per group of the level. */
+static uint64_t side_oldest(const struct run *u, void **from)
 {
 	uint64_t best = UINT64_MAX;
 	size_t k = 0;
-	for (struct vr_objs *os; (os = level_next(u, &k));) {
-		uint64_t a = vr_obj_src_oldest(os, VR_OBJ_NLOG);
+	for (void *g; (g = level_next(u, &k));) {
+		uint64_t a = u->gops->oldest(g, u->gops->nheap);
 		if (a < best) {
 			best = a;
-			*from = os;
+			*from = g;
 		}
 	}
 	return best;
 }
 
-static void obj_fill(struct run *u, struct vr_objs *os)
+/* the unit's heap sources with entries that are not in the heap yet */
+static void unit_fill(struct run *u, const struct vr_source_ops *ops, void *unit)
 {
-	uint32_t *in = vr_obj_src_mask(os);
-	for (size_t i = 0; i < VR_OBJ_NLOG; i++) {
+	uint32_t *in = ops->mask(unit);
+	for (size_t i = 0; i < ops->nheap; i++) {
 		uint64_t age;
-		if ((*in >> i) & 1 || (age = vr_obj_src_oldest(os, i)) == UINT64_MAX)
+		if ((*in >> i) & 1 || (age = ops->oldest(unit, i)) == UINT64_MAX)
 			continue;
-		u->h[u->nh] = (struct vr_cand){ age, NULL, os, i };
+		u->h[u->nh] = (struct vr_cand){ age, ops, unit, i };
 		cand_sift_up(u->h, u->nh++);
 		*in |= 1u << i;
 	}
 }
 
-static void obj_fill_level(struct run *u)
+static void groups_fill(struct run *u)
 {
 	size_t k = 0;
-	for (struct vr_objs *os; (os = level_next(u, &k));)
-		obj_fill(u, os);
+	for (void *g; (g = level_next(u, &k));)
+		unit_fill(u, u->gops, g);
 }
 
 /* does a source other than the heap's top hold something older than age?
  * (the top's key may be stale: too old, never too young) */
-static bool older_elsewhere(const struct run *u, uint64_t age)
+static bool older_elsewhere(const struct vr_purge_step *st, uint64_t age)
 {
-	struct vr_objs *os;
+	const struct run *u = (const struct run *)st;
+	void *g;
 	const struct vr_cand *h = u->h;
 	size_t nh = u->nh;
-	return (nh > 1 && age > h[1].age) || (nh > 2 && age > h[2].age) || age > rq_oldest(u, &os);
+	return (nh > 1 && age > h[1].age) || (nh > 2 && age > h[2].age) || age > side_oldest(u, &g);
+}
+
+static bool never_older(const struct vr_purge_step *st, uint64_t age)
+{
+	return false;
 }
 
 static void heap_pop_top(struct run *u)
@@ -225,115 +175,87 @@ static void heap_pop_top(struct run *u)
 	cand_sift_down(u->h, u->nh, 0);
 }
 
-/* one step of the log at the heap's top: purge its head if it is the
- * oldest entry of all, else just correct its key */
-static void obj_step(struct run *u)
+/* one step of the source at the heap's top: it purges its oldest entry
+ * if that is the oldest of all, and the key takes the age it reports */
+static void top_step(struct run *u)
 {
-	struct vr_objs *os = u->h[0].os;
+	const struct vr_source_ops *ops = u->h[0].ops;
+	void *unit = u->h[0].unit;
 	size_t src = u->h[0].src;
-	uint64_t age = vr_obj_src_oldest(os, src);
-	if (age != UINT64_MAX && !older_elsewhere(u, age)) {
-		u->reclaimed += (uint64_t)vr_obj_src_purge(os, src, u->b);
+	uint64_t next;
+	if (ops != u->gops)
+		flush_level(u); /* no object claim is held under a region lock */
+	else
 		u->pend = true;
-		age = vr_obj_src_oldest(os, src);
-	}
-	u->h[0].age = age;
-	if (age == UINT64_MAX) {
-		*vr_obj_src_mask(os) &= ~(1u << src);
+	u->reclaimed += (uint64_t)ops->step(unit, src, &u->st, &next);
+	u->h[0].age = next;
+	if (next == UINT64_MAX) {
+		if (ops->mask)
+			*ops->mask(unit) &= ~(1u << src);
 		heap_pop_top(u);
 	} else {
 		cand_sift_down(u->h, u->nh, 0);
 	}
-	obj_fill(u, os);
-}
-
-/* the region's oldest candidate not yet tried by purge generation gen
- * (NULL if none); lock held */
-static struct vr_range *region_lru_peek(struct vr_region *r, uint64_t gen)
-{
-	return vr_lru_peek(r->map, gen);
-}
-
-/* step past the candidate region_lru_peek() returned, after the purge
- * attempt: purged it is gone, skipped it keeps its place for the next
- * generation; lock held */
-static void region_lru_pop(struct vr_region *r)
-{
-	vr_lru_pop(r->map);
-}
-
-/* one step of the region at the heap's top */
-static void region_step(struct run *u)
-{
-	struct vr_region *r = u->h[0].r;
-	flush_level(u); /* no object claim is held under a region lock */
-	vr_region_lock(r);
-	struct vr_range *rg = region_lru_peek(r, u->gen);
-	if (!rg) {
-		vr_region_unlock(r);
-		heap_pop_top(u);
-		return;
-	}
-	uint64_t age = vr_range_age(rg);
-	if (older_elsewhere(u, age)) {
-		/* stale key: another source holds an older unit */
-		vr_region_unlock(r);
-		u->h[0].age = age;
-		cand_sift_down(u->h, u->nh, 0);
-		return;
-	}
-	int64_t got = purge_range(r, rg);
-	region_lru_pop(r);
-	if (got >= 0) {
-		u->reclaimed += (uint64_t)got;
-		vr_region_publish_oldest(r);
-	}
-	/* the next candidate's age is read under the lock: once it is
-	 * dropped the range may be freed or reused */
-	rg = region_lru_peek(r, u->gen);
-	u->h[0].age = rg ? vr_range_age(rg) : UINT64_MAX;
-	vr_region_unlock(r);
-	if (!rg)
-		heap_pop_top(u);
-	else
-		cand_sift_down(u->h, u->nh, 0);
+	if (ops->mask)
+		unit_fill(u, ops, unit);
 }
 
 /* regions cannot go away while purge_lock is held.  The heap has room
- * for every region and every group's logs (vr_purge_reserve), so a purge
- * never allocates: it must work when memory is short.  Regions whose
- * lock this thread holds (a purge from a signal handler) are left out. */
+ * for every region and every group's sources (vr_purge_reserve), so a
+ * purge never allocates: it must work when memory is short. */
 static void fill_regions(struct run *u)
 {
 	struct vr_ctx *c = u->c;
+	const struct vr_source_ops *ops = c->region_src;
 	vr_lock(&c->lock, VR_RANK_CTX);
-	for (struct vr_region *r = c->regions; r && u->nh < c->heap_cap; r = r->next) {
-		uint64_t age = vr_region_oldest(r);
-		if (age != UINT64_MAX && !vr_held(r->lockp))
-			u->h[u->nh++] = (struct vr_cand){ age, r, NULL, 0 };
+	for (void *r = c->regions; r && u->nh < c->heap_cap; r = ops->next(r)) {
+		uint64_t age = ops->oldest(r, 0);
+		if (age != UINT64_MAX)
+			u->h[u->nh++] = (struct vr_cand){ age, ops, r, 0 };
 	}
 	vr_unlock(&c->lock);
 	for (size_t i = u->nh / 2; i-- > 0;)
 		cand_sift_down(u->h, u->nh, i);
 }
 
-/* one level; true when it ran dry (nothing purgeable left in it) */
-static bool run_level(struct run *u)
+/* a level starts: no source in the heap, then every source with entries */
+static void level_begin(struct run *u)
 {
 	size_t k = 0;
-	for (struct vr_objs *os; (os = level_next(u, &k));)
-		*vr_obj_src_mask(os) = 0;
+	for (void *g; (g = level_next(u, &k));)
+		*u->gops->mask(g) = 0;
 	u->nh = 0;
 	if (!u->only && u->prio == VR_RANGE_PRIORITY)
 		fill_regions(u);
-	obj_fill_level(u);
+	groups_fill(u);
+}
+
+/* the step of the oldest source: a side source's when it holds the
+ * oldest entry, else the heap's top */
+static void level_step(struct run *u, void *from, uint64_t side)
+{
+	const struct vr_source_ops *gops = u->gops;
+	if (side != UINT64_MAX && (u->nh == 0 || side <= u->h[0].age)) {
+		uint64_t next;
+		u->pend = true;
+		u->reclaimed += (uint64_t)gops->step(from, gops->nheap, &u->side, &next);
+		unit_fill(u, gops, from);
+	} else {
+		top_step(u);
+	}
+}
+
+/* one level; true when it ran dry (nothing purgeable left in it) */
+static bool run_level(struct run *u)
+{
+	level_begin(u);
 	bool dry = false;
 	for (;;) {
-		struct vr_objs *from = NULL;
-		uint64_t rq = rq_oldest(u, &from);
-		if (u->nh == 0 && rq == UINT64_MAX) {
+		void *from = NULL;
+		uint64_t side = side_oldest(u, &from);
+		if (u->nh == 0 && side == UINT64_MAX) {
 			/* entries appended by unpins during the run */
-			obj_fill_level(u);
+			groups_fill(u);
 			if (u->nh == 0) {
 				dry = true;
 				break;
@@ -341,27 +263,18 @@ static bool run_level(struct run *u)
 		}
 		if (run_stop(u))
 			break;
-		if (rq != UINT64_MAX && (u->nh == 0 || rq <= u->h[0].age)) {
-			/* a requeue heap holds the oldest entry */
-			u->reclaimed += (uint64_t)vr_obj_src_purge(from, VR_OBJ_NLOG, u->b);
-			u->pend = true;
-			obj_fill(u, from);
-		} else if (u->h[0].r) {
-			region_step(u);
-		} else {
-			obj_step(u);
-		}
+		level_step(u, from, side);
 	}
 	flush_level(u);
-	k = 0;
-	for (struct vr_objs *os; (os = level_next(u, &k));)
-		vr_obj_purge_done(os);
+	size_t k = 0;
+	for (void *g; (g = level_next(u, &k));)
+		u->gops->done(g);
 	return dry;
 }
 
 int vr_purge_reserve(struct vr_ctx *c, size_t n)
 {
-	n += c->ngroups * VR_OBJ_NLOG; /* and room for the groups' logs */
+	n += c->ngroups * c->group_src->nheap; /* and room for the groups' sources */
 	if (c->heap_cap >= n)
 		return 0;
 	size_t cap = c->heap_cap ? c->heap_cap * 2 : 32;
@@ -379,16 +292,23 @@ int vr_purge_reserve(struct vr_ctx *c, size_t n)
 ssize_t vr_purge_run(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n,
 		     struct vr_notify_batch *b)
 {
-	struct run u = { .c = c, .only = only, .goal = goal, .n = n, .h = c->heap, .b = b };
+	struct run u = { .st = { .batch = b, .older = older_elsewhere },
+			 .c = c,
+			 .gops = c->group_src,
+			 .only = only,
+			 .goal = goal,
+			 .n = n,
+			 .h = c->heap };
 	if (goal_met(&u))
 		return 0;
 	/* generations are unique across processes too: a shared file's
-	 * purge cursor (range-lru.c) is in its state, and a purge by another
+	 * purge cursor (map/map-lru.c) is in its state, and a purge by another
 	 * process must not continue this one's pass */
 	uint64_t pid = atomic_load_explicit(&gen_pid, memory_order_relaxed);
-	u.gen = pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
+	u.st.gen = pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
+	u.side = (struct vr_purge_step){ .gen = u.st.gen, .batch = b, .older = never_older };
 	bool dry = true;
-	for (int p = only ? vr_objs_priority(only) : 0; p < VR_NPRIO; p++) {
+	for (int p = only ? u.gops->priority(only) : 0; p < VR_NPRIO; p++) {
 		u.prio = p;
 		if (!run_level(&u)) {
 			dry = false;

@@ -17,7 +17,8 @@
 
 /* internals: the kind's footprint (tests link the internal library) */
 #include "mem/mem-kind.h"
-#include "private.h"
+#include "mem/mem.h"
+#include "ctx.h"
 
 #include <stdbool.h>
 

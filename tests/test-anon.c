@@ -12,7 +12,8 @@
 
 /* internals: the memory kinds' footprint (tests link the internal library) */
 #include "mem/mem-kind.h"
-#include "private.h"
+#include "mem/mem.h"
+#include "ctx.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

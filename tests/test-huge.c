@@ -3,14 +3,14 @@
  * test-huge.c - huge pages for the metadata walked at random (base/sys.c):
  * vr_map_huge's alignment and advice, VRANGE_HUGEPAGES=0, and that the
  * call sites use them: object handles (obj-alloc.c) and the range map's
- * large arenas (range-map.c).  What the kernel was asked is read back from
+ * large arenas (map/map.c).  What the kernel was asked is read back from
  * the VMA's VmFlags in /proc/self/smaps ("hg" MADV_HUGEPAGE, "nh"
  * MADV_NOHUGEPAGE): deterministic, unlike whether it found huge pages.
  */
 #include "tests.h"
 
 #include "base/sys.h"
-#include "range-map.h"
+#include "map/map.h"
 
 #define MiB ((size_t)1 << 20)
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * test-map.c - the range map alone (src/range-map.[ch], src/range-lru.c):
+ * test-map.c - the range map alone (src/map/map.[ch], src/map/map-lru.c):
  * B+-tree of disjoint ranges + LRU log and heap, against a sorted-array
  * model
  *
@@ -17,7 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "range-map.h"
+#include "map/map.h"
 
 #define SHIFT 12u
 #define PGSZ ((uint64_t)1 << SHIFT)

@@ -12,7 +12,7 @@
 #include "tests.h"
 
 #include "config.h"
-#include "private.h"
+#include "obj/obj.h"
 
 static size_t P;
 

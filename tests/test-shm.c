@@ -29,7 +29,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "private.h"
+#include "region/region.h"
+#include "ctx.h"
 #include "mem/mem-shared.h"
 
 #define PAGES 256

@@ -4,8 +4,8 @@
 in one direction only?
 
 A module is a folder directly under SRC_DIR, or, for a file directly in
-SRC_DIR, the part of its name before the first '-' or '.' (range-map.c and
-range-lru.c are module "range"; ctx.c is "ctx").  Module A depends on
+SRC_DIR, the part of its name before the first '-' or '.' (ctx.c and
+ctx-group.c are module "ctx"; map/map.c is "map").  Module A depends on
 module B when a file of A (.c or .h) names a non-static function or
 variable that a .c file of B defines (universal-ctags decides what is
 defined and what is static).  The check fails when two modules depend on

@@ -17,7 +17,7 @@
  * clock_gettime is a system call on clocksources without vDSO support;
  * there (and if the clocksource cannot be read) a process-wide atomic
  * counter stands in, trading scalability for S16's "no system call".
- * Ages have 60 bits (range-map.h keeps 4 flag bits): 36 years of
+ * Ages have 60 bits (map/map.h keeps 4 flag bits): 36 years of
  * nanoseconds.  Shared files always use the clock (S29), even where
  * private regions use the counter; then the two do not compare, and a
  * purge takes private ranges first.
@@ -65,7 +65,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "private.h"
+#include "vrange.h"
+#include "base/age.h"
+#include "base/log.h"
 
 static bool use_clock;
 static _Atomic uint64_t counter;

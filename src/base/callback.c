@@ -23,8 +23,9 @@
  * yields.
  */
 #define _GNU_SOURCE
+#include "vrange.h"
 #include "base/epoch.h"
-#include "private.h"
+#include "base/callback.h"
 
 static struct vr_epoch ep;
 /* sections this thread is in, per epoch parity (the shard index is

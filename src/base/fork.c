@@ -11,7 +11,12 @@
  */
 #include <stdlib.h>
 
-#include "private.h"
+#include "vrange.h"
+#include "base/fork.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/callback.h"
+#include "base/registry.h"
 
 _Atomic unsigned vr_fork_gen;
 pthread_mutex_t vr_global_lock = PTHREAD_MUTEX_INITIALIZER;

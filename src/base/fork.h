@@ -10,6 +10,11 @@
  * parent releases it, child re-creates it.  Lock-free state with counters
  * is reset by a child-only hook (rank 0), where only the forking thread
  * exists.  fork.c knows no module above base: lib.c registers their hooks.
+ *
+ * Inherited objects: their locks may be held by threads that do not exist
+ * in the child, so the child never takes them; destroy frees memory and
+ * closes fds without locking, unmapping (MADV_DONTFORK: nothing is
+ * mapped) or joining.
  */
 #ifndef VR_FORK_H
 #define VR_FORK_H

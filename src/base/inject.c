@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/inject.h"
+#include "base/log.h"
 
 #if VR_FAULT_INJECTION
 

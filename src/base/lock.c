@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "vrange.h"
 #include "base/lock.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/log.h"
 
 __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
 

@@ -25,10 +25,34 @@
  *     released in the reverse order.  A violation prints both locks and
  *     aborts.
  *
- * Ranks (the order every file must respect; see private.h):
- *   global < purge < ctx < region < obj class < obj span < shm list < registry
- *   < obj lru < log   (the obj ranks: obj.h)
- * At most one region lock per signal level (S16's "one region at a time").
+ * LOCKING (the rules every file must respect)
+ *
+ *   vr_global_lock    one-time setup; inherited lists in a fork child.
+ *   ctx->purge_lock   one purge engine run per ctx at a time (vr_ctx_purge,
+ *                     limit, pressure, monitor); also held by region
+ *                     creation (it reserves room in the purge heap) and
+ *                     by vr_region_destroy / vr_ctx_destroy, so that a
+ *                     purge never sees a region being freed.
+ *   ctx->lock         the ctx's region list (regions, nregions).
+ *   region->lock      the region's range map, fault handler, purge cursor.
+ *   obj class, span   an object size class; the arena's chunks (obj.h).
+ *   shm list          this process's shared-state mappings (mem-shared.c).
+ *   registry wlock    registry writers (registry.c).
+ *   obj lru           an object LRU log, the requeue heap (obj.h), leaves.
+ *   log_lock          the log function (log.c), a leaf.
+ *
+ *   Order: the ten ranks of VR_LOCK_RANKS below (global -> purge_lock
+ *   -> ctx->lock -> region->lock -> obj class -> obj span -> shm list ->
+ *   registry -> obj lru -> log; the obj ranks: obj/obj.h), checked in
+ *   builds without NDEBUG.  Every lock is taken with vr_lock()/vr_unlock(),
+ *   never pthread_mutex_lock() directly (the atfork handlers are the
+ *   exception: they run outside any call).  At most ONE region lock per
+ *   signal level (S16's "one region at a time").  vr_mark (ctx.c)
+ *   enforces the ctx limit after vr_region_mark dropped the region lock.
+ *   Code that may run in a signal handler checks vr_held() before
+ *   blocking on a lock.  The purge path
+ *   allocates nothing.  Gauges and counters are atomics in the ctx (no
+ *   lock).
  *
  * Async-signal safety: push/pop are plain TLS stores separated by signal
  * fences; vr_held() only reads the calling thread's stack.

@@ -17,7 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "private.h"
+#include "vrange.h"
+#include "base/lock.h"
+#include "base/log.h"
+#include "base/callback.h"
 
 _Atomic int vr_debug;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

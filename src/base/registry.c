@@ -30,9 +30,12 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "vrange.h"
 #include "base/inject.h"
 #include "base/epoch.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/registry.h"
+#include "mem/mem.h"
 
 /* r is NULL once the region was removed (a tombstone, see update()) */
 struct entry {

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vrange.h"
 #include "base/inject.h"
 #include "base/sys.h"
-#include "private.h"
+#include "base/sys.h"
+#include "base/log.h"
 
 unsigned vr_pg_shift;
 

@@ -26,7 +26,7 @@ static inline uint64_t vr_fd_bytes(int fd)
 
 /* ---- huge pages for metadata walked at random (sys.c) ----
  * Object handles and page descriptors (obj-alloc.c) and the range map's
- * nodes and records (range-map.c) are read at random at 10^6-10^7 objects
+ * nodes and records (map/map.c) are read at random at 10^6-10^7 objects
  * or ranges: on 4 KiB pages each such read adds a TLB miss whose page walk
  * (two-dimensional in a VM) misses the cache as well.  Their arenas ask
  * for transparent huge pages.  VRANGE_HUGEPAGES=0 turns that off (and

@@ -2,7 +2,7 @@
 /*
  * kind.c - the memory kinds of kind.h: memfd, anonymous, adopted
  *
- * Order (architecture.md, problem 2): purge.c arms the trap first, so no
+ * Order (architecture.md, problem 2): mem-pages.c arms the trap first, so no
  * thread ever reads a freed page as zeros, then calls free_pages:
  *   memfd      fallocate(PUNCH_HOLE|KEEP_SIZE) (a read through an
  *              untrapped mapping would re-allocate the page as zeros);
@@ -27,9 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
 #include "mem/mem-kind.h"
-#include "private.h"
+#include "base/sys.h"
+#include "base/log.h"
+#include "mem/mem.h"
 
 /* ---- memfd ---- */
 

@@ -23,7 +23,7 @@
  * down on restore, and then every kind reads 0 where it freed pages.  In
  * between, free_pages frees the memory of the armed span: it is called
  * with the region lock held, never from a signal handler, and returns 0
- * or -errno having freed nothing (purge.c then disarms and skips the
+ * or -errno having freed nothing (mem-pages.c then disarms and skips the
  * range, data kept).
  */
 #ifndef VR_KIND_H

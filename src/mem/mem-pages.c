@@ -7,7 +7,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 
-#include "private.h"
+#include "vrange.h"
+#include "mem/mem.h"
 #include "mem/mem-kind.h"
 #include "mem/mem-shared.h"
 

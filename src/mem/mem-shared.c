@@ -11,8 +11,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/lock.h"
+#include "base/sys.h"
+#include "base/log.h"
+#include "mem/mem.h"
+#include "ctx.h" /* r->ctx counters: to move into base/acct.h (layering S15) */
 #include "mem/mem-shared.h"
 
 #define TAIL_BYTES ((uint64_t)sizeof(struct vr_shm_tail))

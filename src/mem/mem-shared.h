@@ -7,7 +7,7 @@
  * changes:
  *   data   [0, map_size): the bytes vr_region_size() reports, page-rounded;
  *   state  [map_size, map_size + state_size): struct vr_shm, whose last
- *          member is the range map with fixed storage (range-map.h:
+ *          member is the range map with fixed storage (map/map.h:
  *          FIXED STORAGE, POSITION INDEPENDENCE: offsets, never pointers,
  *          since every process maps the state at its own address);
  *   tail   the last 64 bytes of the file (inside the state's last page):
@@ -19,7 +19,7 @@
  * LOCK AND SEQLOCK.  The region lock of a shared region is shm->lock, a
  * PTHREAD_PROCESS_SHARED | PTHREAD_MUTEX_ROBUST mutex taken through
  * vr_held_push/pop with the region rank like any region lock (lock.h);
- * shm->seq is the fault path's seqlock (private.h), odd while a holder in
+ * shm->seq is the fault path's seqlock (SEQLOCK in mem.h), odd while a holder in
  * any process may be changing the map.  Every process maps the state of a
  * file once (one struct vr_shm_map per file, shared by the regions of
  * that file in the process), so vr_held() recognises the lock whichever
@@ -36,7 +36,7 @@
  * So no mapping ever reads a hole as data.  The paths that keep it:
  *   purge    publish "purged" in the record, arm every mapping (own
  *            markers, then an ARM every live member acknowledged), punch
- *            (purge.c purge_range; region.c's mark over a purged range
+ *            (region-source.c purge_range; region.c's mark over a purged range
  *            writes the merged record PENDING, with its final bounds,
  *            before purge_at_once arms and punches its gaps): killed
  *            anywhere, the record is purged and its pages are data or
@@ -91,7 +91,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "range-map.h"
+#include "map/map.h"
 
 #define VR_SHM_MAGIC 0x31766d6873727675ull /* "uvrshmv1" */
 #define VR_SHM_MIN_CAP 512

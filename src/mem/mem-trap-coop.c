@@ -9,8 +9,8 @@
  * on this region's own mapping when another process asks.  What the
  * order below keeps is shared.h's TRAPPED HOLES: a hole is trapped in
  * every mapping.  Under the region lock (held by every caller of
- * arm/disarm, see private.h):
- *   arm     (the record already published purged: purge.c) own markers,
+ * arm/disarm, see LOCKING in base/lock.h):
+ *   arm     (the record already published purged: region-source.c) own markers,
  *           then VR_COOP_ARM to every other mapper, waiting up to
  *           VR_COOP_TIMEOUT_MS; the caller punches only after 0.  One
  *           that does not answer (a stopped process) makes the purge skip
@@ -44,9 +44,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "vrange.h"
 #include "coop.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/sys.h"
+#include "mem/mem.h"
+#include "ctx.h" /* r->ctx counters: to move into base/acct.h (layering S15) */
 #include "mem/mem-shared.h"
 
 /* how long a purge waits for every mapper to arm */

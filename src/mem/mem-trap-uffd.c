@@ -43,9 +43,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "coop.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/sys.h"
+#include "mem/mem.h"
 
 #if HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>

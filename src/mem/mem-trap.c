@@ -50,8 +50,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "vrange.h"
 #include "base/inject.h"
-#include "private.h"
+#include "base/sys.h"
+#include "base/log.h"
+#include "mem/mem.h"
 
 /* ---- guard markers ---- */
 
@@ -272,7 +275,7 @@ void vr_trap_detach(struct vr_region *r, bool inherited)
 		t->detach(r, inherited);
 }
 
-/* mprotect whatever the backend: purge.c traps large ranges this way under
+/* mprotect whatever the backend: mem-pages.c traps large ranges this way under
  * the guard backend (guard markers would allocate page tables) */
 int vr_trap_arm_prot(struct vr_region *r, void *addr, size_t len)
 {

@@ -12,13 +12,96 @@
 #ifndef VR_MEM_H
 #define VR_MEM_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "vrange.h"
+#include "base/acct.h"
+#include "base/fork.h"
 #include "base/macro.h"
+#include "map/map.h"
 
-struct vr_region;
+/*
+ * SEQLOCK (the fault path's read of a region's map)
+ *
+ *   The SIGSEGV handler (fault.c; and its SIGBUS entry under the
+ *   userfaultfd backend, which shares the path) takes no lock in the
+ *   common case.  It
+ *   reads the region's map under a seqlock: region->seq is odd while a
+ *   thread holds the region lock (vr_region_lock/unlock bump it), and a
+ *   reader retries until it read the map with the same even seq before
+ *   and after.  Map nodes and records live in the map's arenas until the
+ *   region is destroyed, so a reader racing a writer follows stale but
+ *   valid pointers, bounded and then discarded (the walk and its rules:
+ *   vr_map_lookup_racy in map/map.h).  While a purge holds the lock
+ *   (trap armed, hole being punched) a faulting thread waits for the seq
+ *   to turn even: it then sees the range purged, or intact with the trap
+ *   removed.  A reader that keeps colliding with writers (64 tries) takes
+ *   the region lock instead, so a fault never starves behind a busy
+ *   region; it never does so for a lock its own thread holds (vr_held):
+ *   an asynchronous signal handler touching volatile memory while its
+ *   thread holds that region's lock gets SIGBUS instead.
+ */
+struct vr_kind_ops;
+struct vr_shm;
+struct vr_shm_map;
+struct vr_coop_member;
+struct vr_ctx;
+
+struct vr_region {
+	pthread_mutex_t lock;
+	struct vr_map *map; /* &own_map, or a shared state's (shared.h);
+					  protected by the region lock */
+	struct vr_map own_map;
+	vr_fault_fn fault_fn;          /* protected by lock */
+	void *fault_arg;               /* protected by lock */
+	struct vr_region *prev, *next; /* ctx->regions, protected by ctx->lock */
+	struct vr_ctx *ctx;            /* immutable */
+	uint8_t *base;                 /* immutable */
+	size_t size;                   /* immutable: bytes given at creation */
+	size_t map_size;               /* immutable: page rounded */
+	int fd;                        /* immutable; -1: anonymous */
+	unsigned fork_gen;             /* immutable */
+	_Atomic uint64_t oldest_age;   /* LRU head's age or UINT64_MAX (hint) */
+	_Atomic uint64_t trap_gen;     /* new unique value at every arm/disarm in the
+					  region (vr_trap_gen_bump) */
+	_Atomic unsigned seq;          /* seqlock for the fault path: odd while locked */
+	struct vr_shard *shard;        /* immutable: where this region's gauges go */
+	uint64_t last_age;             /* protected by lock: youngest age handed out */
+	bool lru_added;                /* protected by lock: a range joined the LRU */
+	_Atomic bool used_prot;        /* guard backend: some range used mprotect */
+	dev_t dev;                     /* immutable: the memfd's st_dev ... */
+	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
+	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
+					region's share of the gauges */
+	/* immutable: memfd, anonymous or adopted memory (kind.h), and the
+	 * protection of its accessible pages (PROT_READ|PROT_WRITE, or with
+	 * PROT_EXEC for an adopted span that had it) */
+	const struct vr_kind_ops *kind;
+	int prot;
+	int trap_fd;                    /* immutable after attach: the uffd backend's userfaultfd */
+	const struct vr_trap_ops *trap; /* immutable: how this region's pages trap */
+
+	/* VR_REGION_SHARED (shared.h); for other regions shm is NULL and
+	 * lockp/seqp point at lock/seq above */
+	struct vr_shm *shm;            /* immutable: the file's state, mapped */
+	struct vr_shm_map *shm_map;    /* immutable: this process's mapping of it */
+	pthread_mutex_t *lockp;        /* immutable: the region lock */
+	_Atomic unsigned *seqp;        /* immutable: the region's seqlock */
+	struct vr_coop_member *coop_m; /* immutable after attach: the guard protocol's
+					  membership (trap-coop.c), or NULL */
+	bool shm_primary;              /* protected by ctx->lock: the region of its file that
+					counts the file in the ctx gauges (S29) */
+} __attribute__((aligned(64)));        /* regions used by different threads share no line */
+
+static inline bool vr_inherited_region(const struct vr_region *r)
+{
+	return vr_gen_inherited(r->fork_gen);
+}
 
 /* ---- mem-trap.c: backends ---- */
 /* How discarded pages are made to fault.  One backend per process, chosen

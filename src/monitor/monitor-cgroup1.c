@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "monitor/monitor.h"
+#include "base/log.h"
 
 static int cg1_register(int ctl_fd, int efd, int level_fd, const char *level)
 {

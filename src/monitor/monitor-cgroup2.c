@@ -19,6 +19,8 @@
 #include <linux/magic.h>
 
 #include "monitor/monitor.h"
+#include "base/sys.h"
+#include "base/log.h"
 
 #define MON_CG2_PERIOD_MS 1000 /* files re-read at least this often */
 

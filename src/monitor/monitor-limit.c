@@ -56,6 +56,8 @@
 #include <unistd.h>
 
 #include "monitor/monitor.h"
+#include "base/sys.h"
+#include "base/log.h"
 
 #define MON_LIMIT_RECHECK_MS 500 /* the limit is detected again this often (A3: 1 s) */
 #define MON_LIMIT_STUCK_MS 50    /* over the threshold, nothing to purge */

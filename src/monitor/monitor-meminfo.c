@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "monitor/monitor.h"
+#include "base/log.h"
 
 #define MON_MEMINFO_PERIOD_MS 5000 /* Chromium's Linux evaluator period */
 

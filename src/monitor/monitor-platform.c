@@ -17,6 +17,7 @@
 #include <linux/magic.h>
 
 #include "monitor/monitor.h"
+#include "base/log.h"
 
 void mon_close_fd(int *fd)
 {

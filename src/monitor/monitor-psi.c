@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "monitor/monitor.h"
+#include "base/sys.h"
+#include "base/log.h"
 
 /* stall time per 1 s window; the 2 s retry keeps the ratio */
 #define MON_PSI_SOME_US 150000 /* "some" 15% -> MODERATE */

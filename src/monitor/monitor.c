@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include "monitor/monitor.h"
+#include "base/sys.h"
+#include "base/log.h"
 
 #define MON_MIN_LOOP_MS 10            /* at most 100 wake-ups handled per second */
 #define MON_STACK_PREFAULT (64 << 10) /* stack touched and locked at start */

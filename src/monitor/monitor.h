@@ -25,7 +25,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "private.h"
+#include "ctx.h"
+
+/* start the monitor thread of ctx (ctx->monitor); 0 or -errno (thread
+ * creation); a missing pressure source is not an error */
+int vr_monitor_start(struct vr_ctx *ctx) _nonnull_();
+/* stop and join (if inherited: only release fds and memory) */
+void vr_monitor_stop(struct vr_ctx *ctx, bool inherited) _nonnull_();
 
 /* ---- monitor-policy.c: pure, unit-tested directly ---- */
 

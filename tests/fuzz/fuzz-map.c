@@ -1,5 +1,5 @@
 /*
- * fuzz-map.c - libFuzzer target: the range map alone (src/range-map.c)
+ * fuzz-map.c - libFuzzer target: the range map alone (src/map/map.c)
  *
  * Random inserts, erases, in-place shrinks, LRU appends/removals, purge
  * peeks and queries on a small key space, against a plain array of
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "range-map.h"
+#include "map/map.h"
 
 #define SPACE 512 /* byte offsets 0..SPACE-1; page size 16 (shift 4) */
 #define MAXR 128

@@ -86,7 +86,78 @@
 #ifndef VR_OBJ_H
 #define VR_OBJ_H
 
-#include "private.h"
+#include <signal.h>
+#include <ucontext.h>
+
+#include "base/sys.h"
+#include "ctx.h"
+
+/* ---- the object module's interface for ctx and the purge engine ---- */
+#define VR_OBJ_NLOG 16        /* LRU logs (purge sources) per object group */
+#define VR_OBJ_EXTRA_MAX 4096 /* side-car bytes per object (S36) */
+
+/* every group of c (inherited: only the child's copies) */
+void vr_obj_ctx_destroy(struct vr_ctx *c, bool inherited) _nonnull_();
+uint64_t vr_obj_count(struct vr_ctx *c) _nonnull_(); /* lock-free */
+/* a group (arena) of c with that priority, one reference held, not yet
+ * in c->groups (ctx.c links it) */
+struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default) _nonnull_();
+/* drop a reference; the last one frees the group and what is left in it */
+void vr_objs_put(struct vr_objs *os) _nonnull_();
+void vr_objs_free_inherited(struct vr_objs *os) _nonnull_(); /* fork child */
+/* a group leaves its ctx: its objects leave the ctx's gauges */
+void vr_objs_retire(struct vr_objs *os) _nonnull_();
+/* the public group of an arena and back */
+struct vr_group *vr_objs_group(struct vr_objs *os) _nonnull_();
+struct vr_objs *vr_group_objs(struct vr_group *g) _nonnull_();
+struct vr_ctx *vr_objs_ctx(const struct vr_objs *os) _nonnull_();
+int vr_objs_priority(const struct vr_objs *os) _nonnull_();
+/* vr_obj_new_in's object, arguments checked: 0 or -errno */
+int vr_objs_new_obj(struct vr_objs *os, size_t size, size_t extra, struct vr_obj **out) _nonnull_();
+/* free every live object of the group (vr_group_destroy of the default) */
+void vr_objs_free_all(struct vr_objs *os) _nonnull_();
+void vr_obj_set_fault_handler(struct vr_ctx *c, vr_obj_fault_fn fn, void *arg) _nonnull_(1);
+int vr_objs_set_purge_handler(struct vr_objs *os, vr_purge_fn fn, void *arg) _nonnull_(1);
+/* the group's limit (0 = none) and statistics (S35) */
+void vr_objs_set_limit(struct vr_objs *os, size_t bytes) _nonnull_();
+/* the limit when the group's unpurged volatile bytes exceed it, else 0 */
+size_t vr_objs_over_limit(struct vr_objs *os) _nonnull_();
+uint64_t vr_objs_stat(struct vr_objs *os, enum vr_stat which) _nonnull_();
+/* vr_obj_unpin without the limits (ctx.c's vr_obj_unpin enforces them):
+ * *owner is set to the object's group and *glimit to its limit when
+ * bytes became volatile */
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit) _nonnull_(2, 3);
+uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
+/* the object LRU of a group as purge sources (ctx->purge_lock held): the
+ * logs 0 .. VR_OBJ_NLOG - 1 and the requeue heap, source VR_OBJ_NLOG,
+ * each with the age of its oldest entry (UINT64_MAX: empty) and a call
+ * that pops and purges that entry (bytes reclaimed, 0 for a stale or
+ * skipped entry; an object purged while the group has a purge handler
+ * goes into *b).  A log's oldest only grows while purge_lock is held; the
+ * requeue heap's can fall (a stale entry of another source moves there),
+ * see base/source.h.  *vr_obj_src_mask is the engine's: the logs in its heap. */
+uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i) _nonnull_();
+int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b) _nonnull_();
+uint32_t *vr_obj_src_mask(struct vr_objs *os) _nonnull_();
+/* the units a source purge claimed are discarded in batches (obj-lru.c,
+ * BATCHED DISCARD): vr_obj_src_purge's result counts its unit as
+ * reclaimed, less the bytes of an earlier batch it had to discard and
+ * could not (so it can be negative).  vr_obj_src_flush discards the
+ * group's batch and returns the bytes it gave back (base/source.h:
+ * flush). */
+int64_t vr_obj_src_flush(struct vr_objs *os, struct vr_notify_batch *b) _nonnull_();
+void vr_obj_purge_done(struct vr_objs *os) _nonnull_(); /* end of a purge level */
+/* trap calls made for the group's objects: discards (one trap call and
+ * one fallocate each) and restores (one trap call each); tests, vrbench */
+void vr_objs_trap_calls(struct vr_objs *os, uint64_t *discards, uint64_t *restores) _nonnull_();
+/* obj-source.c: a group (unit) as a purge source (base/source.h) */
+extern const struct vr_source_ops vr_objs_source;
+/* call the purge handlers for the batch's objects (no library lock held)
+ * and drop the batch's references */
+void vr_obj_notify(struct vr_notify_batch *b) _nonnull_();
+/* the SIGSEGV handler's hook: 1 if the fault was on object memory and was
+ * handled (re-run, handler called, or SIGBUS delivered through deliver) */
+int vr_obj_fault(siginfo_t *si, void *uc, void (*deliver)(void *addr, ucontext_t *uc));
 
 #define OBJ_CHUNK_SHIFT 30   /* address space of an ordinary chunk: 1 GiB */
 #define OBJ_NLOG VR_OBJ_NLOG /* LRU logs per group */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * range-lru.c - a region's LRU off the hot path: an append-only log of
+ * map/map-lru.c - a region's LRU off the hot path: an append-only log of
  * range records in age order plus a small heap for pieces cut out of the
- * middle of a range (the design is in range-map.h)
+ * middle of a range (the design is in map/map.h)
  *
- * Called with the region lock held, like range-map.c.  A pair vr_unmark
+ * Called with the region lock held, like map/map.c.  A pair vr_unmark
  * + vr_mark of an intact range touches only the record (its flag) and the
  * hot tail of the log; the cost of skipping stale entries moves to the
  * purge path and to compaction, which reads the log sequentially and
@@ -15,11 +15,11 @@
 #include <string.h>
 
 #include "base/inject.h"
-#include "range-map.h"
+#include "map/map.h"
 
 enum { SRC_NONE, SRC_LOG, SRC_HEAP };
 
-/* stored links are refs (range-map.h: POSITION INDEPENDENCE) */
+/* stored links are refs (map/map.h: POSITION INDEPENDENCE) */
 #define REC(x) ((struct vr_range *)vr_deref(m, (x)))
 #define LOG(m) ((vr_ref *)vr_deref((m), (m)->log))
 #define HEAP(m) ((struct vr_lru_ent *)vr_deref((m), (m)->heap))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * range-map.h - the per-region set of volatile byte ranges
+ * map/map.h - the per-region set of volatile byte ranges
  *
  * Pure data structure, no system calls, no locks: the caller (region.c)
  * holds the region lock around every call (the fault path's lock-free
@@ -34,7 +34,7 @@
  * vr_lru_pop() steps past it (a skipped range keeps its place for later
  * generations).  Memory stays bounded: the log is compacted when more than
  * a fifth of it is stale (incrementally: a few entries per vr_map_alloc,
- * see range-lru.c), the heap when it is full.
+ * see map/map-lru.c), the heap when it is full.
  *
  * ALLOCATION RULE: vr_map_insert, vr_lru_append and vr_lru_insert_after
  * never fail; they use a reserve (tree nodes for a full split path, one log
@@ -277,7 +277,7 @@ struct vr_range *vr_lru_peek(struct vr_map *m, uint64_t gen) _nonnull_();
 void vr_lru_pop(struct vr_map *m) _nonnull_();
 
 /*
- * LOCK-FREE READ (the fault path, under the region's seqlock, private.h):
+ * LOCK-FREE READ (the fault path, under the region's seqlock, mem/mem.h):
  * is off inside a range, and which.  Returns 1 and copies the range's
  * start, end and age_flags to *out, 0 if no range contains off, -1 if the
  * walk met a map changing under it (retry).  The answer means nothing
@@ -300,7 +300,7 @@ void vr_lru_pop(struct vr_map *m) _nonnull_();
  */
 int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *out) _nonnull_();
 
-/* between range-map.c and range-lru.c only */
+/* between map/map.c and map/map-lru.c only */
 int vr_lru_reserve(struct vr_map *m) _nonnull_(); /* 0 or -1 (ENOMEM) */
 void vr_lru_fini(struct vr_map *m) _nonnull_();
 int vr_lru_check(const struct vr_map *m) _nonnull_();

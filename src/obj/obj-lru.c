@@ -27,7 +27,9 @@
 
 #include "base/heap.h"
 #include "base/inject.h"
-#include "obj.h"
+#include "obj/obj.h"
+#include "base/lock.h"
+#include "base/log.h"
 
 static inline bool unit_large(uintptr_t u)
 {

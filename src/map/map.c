@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * range-map.c - B+-tree of disjoint volatile ranges (the LRU log and heap
- * are in range-lru.c)
+ * map/map.c - B+-tree of disjoint volatile ranges (the LRU log and heap
+ * are in map/map-lru.c)
  *
  * All functions are called with the owning region's lock held (or on a
  * private map in tests), except vr_map_lookup_racy() (rules in
- * range-map.h).  Nothing here makes a system call.
+ * map/map.h).  Nothing here makes a system call.
  *
  * Separators: in an inner node key[i] (i >= 1) is a lower bound of child
  * i's keys and an upper bound (exclusive) of child i-1's; key[0] is not
@@ -19,18 +19,18 @@
 
 #include "base/inject.h"
 #include "base/sys.h"
-#include "range-map.h"
+#include "map/map.h"
 
 #define LD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
 
 /* every pointer slot of a node is written with one aligned store: a
- * racing reader never sees a torn pointer (see range-map.h) */
+ * racing reader never sees a torn pointer (see map/map.h) */
 static inline void ptr_store(vr_ref *slot, vr_ref v)
 {
 	__atomic_store_n(slot, v, __ATOMIC_RELAXED);
 }
 
-/* refs <-> pointers; m in scope (range-map.h: POSITION INDEPENDENCE) */
+/* refs <-> pointers; m in scope (map/map.h: POSITION INDEPENDENCE) */
 #define NODE(x) ((struct vr_bnode *)vr_deref(m, (x)))
 #define REC(x) ((struct vr_range *)vr_deref(m, (x)))
 #define REF(p) vr_mkref(m, (p))
@@ -918,7 +918,7 @@ int vr_map_rebuild(struct vr_map *m)
 	return vr_map_check(m);
 }
 
-/* ---- the lock-free read (rules in range-map.h) ---- */
+/* ---- the lock-free read (rules in map/map.h) ---- */
 
 /* a ref read without the lock, or NULL if it cannot be one (a fixed map
  * rebuilt under the reader; private maps: limit is UINT64_MAX) */

@@ -30,7 +30,10 @@
 #include <stdlib.h>
 
 #include "base/inject.h"
-#include "obj.h"
+#include "obj/obj.h"
+#include "base/lock.h"
+#include "base/age.h"
+#include "base/callback.h"
 
 struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default)
 {

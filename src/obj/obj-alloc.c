@@ -40,7 +40,10 @@
 #include <sys/sysinfo.h>
 
 #include "base/inject.h"
-#include "obj.h"
+#include "obj/obj.h"
+#include "base/lock.h"
+#include "base/registry.h"
+#include "mem/mem.h"
 
 /* ---- size classes ---- */
 static unsigned slab_pages_for(uint32_t size)

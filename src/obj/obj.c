@@ -21,7 +21,13 @@
 #include "base/inject.h"
 #include "base/refault.h"
 #include "mem/mem-kind.h"
-#include "obj.h"
+#include "obj/obj.h"
+#include "base/lock.h"
+#include "base/age.h"
+#include "base/log.h"
+#include "base/callback.h"
+#include "base/registry.h"
+#include "mem/mem.h"
 
 /* Per-thread state, initial-exec TLS (the library may be dlopen()ed:
  * static TLS is scarce): the thread's log index (1-based, 0 = not
