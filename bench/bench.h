@@ -135,10 +135,10 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 	})
 
 /* ---- memory facts ---- */
-uint64_t proc_status_kib(const char *field); /* "VmRSS", "RssShmem", ... */
-uint64_t statm_resident_bytes(void);         /* /proc/self/statm resident */
+uint64_t proc_status_kib(const char *field);  /* "VmRSS", "RssShmem", ... */
+uint64_t statm_resident_bytes(void);          /* /proc/self/statm resident */
 uint64_t smaps_rollup_kib(const char *field); /* "AnonHugePages", ... */
-size_t heap_in_use(void);                    /* mallinfo2 uordblks + hblkhd */
+size_t heap_in_use(void);                     /* mallinfo2 uordblks + hblkhd */
 /* populate [p, p+len) for writing (MADV_POPULATE_WRITE, or touch) */
 void populate(void *p, size_t len);
 void *map_anon(size_t len);
@@ -159,15 +159,19 @@ int run_cache(const char *style);
 int run_limit(const char *style);
 int run_objpair(void);
 int run_shared(const char *style); /* NULL, or "no-uffd" */
-int run_wall(const char *style); /* "hp-on" or "hp-off" */
+int run_wall(const char *style);   /* "hp-on" or "hp-off" */
 /* floors and rows shared by scenarios, reported under scen */
-void bench_canary_pair(const char *scen);            /* s-markpair.c */
-void bench_mutex_pair(const char *scen);             /* s-markpair.c */
-void bench_floor_mutex(const char *scen);            /* s-floors.c */
-void bench_floor_cas(const char *scen);              /* s-floors.c */
+void bench_canary_pair(const char *scen); /* s-markpair.c */
+void bench_mutex_pair(const char *scen);  /* s-markpair.c */
+void bench_floor_mutex(const char *scen); /* s-floors.c */
+void bench_floor_cas(const char *scen);   /* s-floors.c */
 struct vr_ctx;
 /* s-objpair.c: n objects of size bytes, random and hot pin+unpin pairs */
 void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag);
+/* the same, the objects spread over ngroups groups (0: the default group) */
+void bench_obj_pairs_in(const char *scen, size_t n, size_t size, const char *tag, int ngroups);
+/* s-objpurge.c: purge throughput of many small adjacent objects */
+void bench_obj_purge(const char *scen, bool guard);
 /* s-markpair.c: n ranges in one region, random/hot/ptr unmark+mark pairs */
 void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const char *tag);
 

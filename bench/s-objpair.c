@@ -23,7 +23,9 @@
  * the LRU logs; "obj-huge-mib": how much of it is on 2 MiB pages), the
  * waste of a mix of small objects (VR_STAT_FOOTPRINT
  * against the bytes asked for, every object written), and two threads
- * pairing on their own 10^5 objects against one thread.
+ * pairing on their own 10^5 objects against one thread.  Rows tagged
+ * "-grp": the same pairs with the objects spread over 4 groups (S35), at
+ * 10^6 and 10^7 (10^4 in smoke mode), next to the default group's.
  */
 #include "bench.h"
 
@@ -46,13 +48,24 @@ static struct vr_obj **alloc_objs(size_t n)
 	return map_huge(n * sizeof(struct vr_obj *), true);
 }
 
-static struct vr_obj **fill_objs(struct vr_obj **o, struct vr_ctx *ctx, size_t n, size_t size)
+/* objects round-robin in the ngroups groups g, or in the ctx's default
+ * group when ngroups is 0 */
+static struct vr_obj **fill_objs_in(struct vr_obj **o, struct vr_ctx *ctx, struct vr_group **g,
+				    int ngroups, size_t n, size_t size)
 {
 	for (size_t i = 0; i < n; i++) {
-		VRCHECK(vr_obj_new(ctx, size, 0, &o[i]));
+		if (ngroups)
+			VRCHECK(vr_obj_new_in(g[i % (size_t)ngroups], size, 0, 0, &o[i]));
+		else
+			VRCHECK(vr_obj_new(ctx, size, 0, &o[i]));
 		VRCHECK(vr_obj_unpin(o[i]));
 	}
 	return o;
+}
+
+static struct vr_obj **fill_objs(struct vr_obj **o, struct vr_ctx *ctx, size_t n, size_t size)
+{
+	return fill_objs_in(o, ctx, NULL, 0, n, size);
 }
 
 static void free_objs(struct vr_obj **o, size_t n)
@@ -70,17 +83,25 @@ static void pair_batch(struct vr_obj **o, size_t n, uint64_t *rng, bool hot)
 	}
 }
 
-/* also used by s-wall.c, which reports under its own scenario name */
-void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag)
+#define MAX_GROUPS 8
+
+/* also used by s-wall.c, which reports under its own scenario name;
+ * ngroups > 0: the objects are spread round-robin over that many groups
+ * of priorities 0, 1, ... (S35) instead of the default group */
+void bench_obj_pairs_in(const char *scen, size_t n, size_t size, const char *tag, int ngroups)
 {
 	struct vr_ctx *ctx;
+	struct vr_group *g[MAX_GROUPS];
 	VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));
+	CHECK(ngroups >= 0 && ngroups <= MAX_GROUPS);
+	for (int i = 0; i < ngroups; i++)
+		VRCHECK(vr_group_new(ctx, i, &g[i]));
 	struct vr_obj **o = alloc_objs(n);
 	populate(o, n * sizeof(*o));
 	uint64_t anon0 = proc_status_kib("RssAnon");
 	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
 	uint64_t t0 = now_ns();
-	fill_objs(o, ctx, n, size);
+	fill_objs_in(o, ctx, g, ngroups, n, size);
 	char name[48];
 	snprintf(name, sizeof(name), "obj-new-unpin-%s", tag);
 	emit_row(scen, name, (double)(now_ns() - t0) / (double)n, NAN, "ns/obj", (long)n);
@@ -134,8 +155,13 @@ void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag)
 	CHECK(vr_ctx_stat(ctx, VR_STAT_PURGES) == 0);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_OBJECTS) == n);
 	CHECK(vr_ctx_stat(ctx, VR_STAT_VOLATILE_BYTES) == n * size);
-	vr_ctx_destroy(ctx); /* frees the objects */
+	vr_ctx_destroy(ctx); /* frees the objects and groups */
 	free_objs(o, n);
+}
+
+void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag)
+{
+	bench_obj_pairs_in(scen, n, size, tag, 0);
 }
 
 /* small objects of a size-class mix, every byte written */
@@ -275,14 +301,18 @@ int run_objpair(void)
 	bench_canary_pair(SCEN);
 	bench_obj_pairs(SCEN, 1000, 256, "1e3");
 	bench_obj_pairs(SCEN, 1000, 64 * KiB, "1e3-64k");
+	/* "-grp": the same objects spread over 4 groups (S35) */
 	if (bopt.mode == MODE_SMOKE) {
 		bench_obj_pairs(SCEN, 10000, 256, "1e4");
+		bench_obj_pairs_in(SCEN, 10000, 256, "1e4-grp", 4);
 	} else {
 		bench_obj_pairs(SCEN, 10000, 256, "1e4");
 		bench_obj_pairs(SCEN, 100000, 256, "1e5");
 		bench_obj_pairs(SCEN, 1000000, 256, "1e6");
+		bench_obj_pairs_in(SCEN, 1000000, 256, "1e6-grp", 4);
 		bench_obj_pairs(SCEN, 1000000, 64 * KiB, "1e6-64k");
 		bench_obj_pairs(SCEN, 10000000, 256, "1e7");
+		bench_obj_pairs_in(SCEN, 10000000, 256, "1e7-grp", 4);
 	}
 	bench_waste();
 	bench_threads();

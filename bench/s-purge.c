@@ -15,6 +15,9 @@
  * are freed the raw way: MADV_GUARD_INSTALL alone (it frees and traps), or
  * mprotect PROT_NONE then MADV_DONTNEED.  Afterwards no page of either may
  * be resident (mincore).
+ *
+ * Scenario purge also runs s-objpurge.c: purge throughput of many small
+ * adjacent objects against a raw trap + punch of the same bytes.
  */
 #include "bench.h"
 
@@ -223,5 +226,7 @@ int run_purge(const char *style)
 	bench_size(ctx, 64 * KiB, "64k");
 	bench_size(ctx, 2 * MiB, "2m");
 	vr_ctx_destroy(ctx);
+	if (!anon) /* many small adjacent objects (s-objpurge.c) */
+		bench_obj_purge(SCEN, guard);
 	return 0;
 }

@@ -320,6 +320,26 @@ static void derive_objpair(void)
 		  "objects: 2 threads / 1 thread, own objects, one ctx");
 	add_ratio(med(S, "mutex-2t-ratio", NULL), "x", NULL, 0, 0,
 		  "objects: the same for private mutexes (what the machine scales)");
+	/* issue 23: the pair with the objects in 4 groups (S35, S23 per group) */
+	double g6 = med(S, "obj-pair-1e6-grp", NULL), g7 = med(S, "obj-pair-1e7-grp", NULL);
+	add_ratio(g6 / p6, "x", NULL, 0, 0, "objects: pair 10^6 in 4 groups / default group");
+	add_ratio(g7 / p7, "x", NULL, 0, 0, "objects: pair 10^7 in 4 groups / default group");
+	add_ratio(g7 / g6, "x", "<= 1.5", -1, 1.5, "objects: pair 10^7 / 10^6, 4 groups");
+}
+
+/* issue 23: purging many small adjacent objects (scenario purge) */
+static void derive_objpurge(void)
+{
+	const char *backends[] = { "guard", "mprotect" };
+	for (int b = 0; b < 2; b++) {
+		double v = med("purge", "vr-purge-obj-4k", backends[b]);
+		add_ratio(v, "Mobj/s", NULL, 0, 0, "s3 purge of adjacent 4 KiB objects, %s",
+			  backends[b]);
+		add_ratio(v / med("purge", "raw-purge-obj-4k-span", backends[b]), "x", NULL, 0, 0,
+			  "s3 the same / raw trap+punch of 1 MiB spans, %s", backends[b]);
+		add_ratio(v / med("purge", "raw-purge-obj-4k-each", backends[b]), "x", NULL, 0, 0,
+			  "s3 the same / raw trap+punch per object, %s", backends[b]);
+	}
 }
 
 /* issue 15's goals for shared volatility (scenario shared), per job: "-"
@@ -357,7 +377,8 @@ static void derive_shared(void)
  * variant, each row against the floors of the same child process */
 static void derive_wall(void)
 {
-	const char *S = "wall", *variants[] = { "hp-on", "hp-off" }, *tags[] = { "1e3", "1e6", "1e7" };
+	const char *S = "wall", *variants[] = { "hp-on", "hp-off" },
+		   *tags[] = { "1e3", "1e6", "1e7" };
 	char nm[48];
 	for (int v = 0; v < 2; v++) {
 		const char *b = variants[v];
@@ -374,11 +395,12 @@ static void derive_wall(void)
 				double p = med(S, nm, b);
 				bool six = i == 1;
 				add_ratio(p, "ns", six ? (k ? "<= 1000" : "<= 400") : NULL, -1,
-					  k ? 1000 : 400, "wall: %s, 10^%c, %s", what, tags[i][2], b);
-				add_ratio(p / d4, "x", NULL, 0, 0, "wall: %s 10^%c / DRAM miss 4k, %s",
-					  what, tags[i][2], b);
-				add_ratio(p / d2, "x", NULL, 0, 0, "wall: %s 10^%c / DRAM miss 2m, %s",
-					  what, tags[i][2], b);
+					  k ? 1000 : 400, "wall: %s, 10^%c, %s", what, tags[i][2],
+					  b);
+				add_ratio(p / d4, "x", NULL, 0, 0,
+					  "wall: %s 10^%c / DRAM miss 4k, %s", what, tags[i][2], b);
+				add_ratio(p / d2, "x", NULL, 0, 0,
+					  "wall: %s 10^%c / DRAM miss 2m, %s", what, tags[i][2], b);
 			}
 			snprintf(nm, sizeof(nm), k ? "vr-pair-1e7" : "obj-pair-1e7");
 			double p7 = med(S, nm, b);
@@ -422,6 +444,7 @@ static void derive(void)
 			  tags[i][2]);
 	}
 	derive_objpair();
+	derive_objpurge();
 	derive_shared();
 	derive_wall();
 	add_ratio(med("scaling", "vr-1ctx-ratio", NULL), "x", ">= 1.8", 1, 1.8,

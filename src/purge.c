@@ -11,6 +11,13 @@
  * region): a key in the heap may be stale (too old), never too young.
  * The S35 order: priority levels from 0 up, the sources of one level
  * merged by age.
+ *
+ * A step may claim a unit and leave its discard pending (objects whose
+ * pages follow each other in a chunk are discarded together, one trap
+ * call and one fallocate per batch: obj/obj-lru.c, BATCHED DISCARD); the
+ * goal counts a claimed unit as purged, and flush_level discards the
+ * batches before the run stops, before a step of a region and at a
+ * level's end.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,6 +62,7 @@ struct run {
 	uint64_t n, reclaimed;
 	struct vr_cand *h;
 	size_t nh;
+	bool pend; /* a group step ran since the last flush_level */
 };
 
 static bool goal_met(const struct run *u)
@@ -63,17 +71,6 @@ static bool goal_met(const struct run *u)
 		return u->reclaimed >= u->n;
 	uint64_t v = u->only ? u->gops->volatile_bytes(u->only) : vr_ctx_gauge(u->c, VR_G_VOLATILE);
 	return v <= u->n;
-}
-
-/* stop: goal met, or a full batch to report first (vr_ctx_purge_in runs
- * again after reporting) */
-static bool run_stop(struct run *u)
-{
-	if (u->st.batch->n >= VR_NOTIFY_BATCH) {
-		u->st.batch->full = true;
-		return true;
-	}
-	return goal_met(u);
 }
 
 /* the groups of the level: *k = 0 starts; NULL when there is no next */
@@ -87,6 +84,34 @@ static void *level_next(const struct run *u, size_t *k)
 			return g;
 	}
 	return NULL;
+}
+
+/* discard what the level's groups claimed and batched (base/source.h:
+ * flush); what a failed discard gave back is not reclaimed */
+static void flush_level(struct run *u)
+{
+	if (!u->pend || !u->gops->flush)
+		return;
+	size_t k = 0;
+	for (void *g; (g = level_next(u, &k));)
+		u->reclaimed -= (uint64_t)u->gops->flush(g, u->st.batch);
+	u->pend = false;
+}
+
+/* stop: goal met, or a full batch to report first (vr_ctx_purge_in runs
+ * again after reporting).  Both count the batched objects as purged: the
+ * batches are discarded before the run stops, and if that gave some
+ * back, it goes on. */
+static bool run_stop(struct run *u)
+{
+	if (u->st.batch->n < VR_NOTIFY_BATCH && !goal_met(u))
+		return false;
+	flush_level(u);
+	if (u->st.batch->n >= VR_NOTIFY_BATCH) {
+		u->st.batch->full = true;
+		return true;
+	}
+	return goal_met(u);
 }
 
 /* The side sources (base/source.h: their oldest can FALL during a run,
@@ -158,6 +183,10 @@ static void top_step(struct run *u)
 	void *unit = u->h[0].unit;
 	size_t src = u->h[0].src;
 	uint64_t next;
+	if (ops != u->gops)
+		flush_level(u); /* no object claim is held under a region lock */
+	else
+		u->pend = true;
 	u->reclaimed += (uint64_t)ops->step(unit, src, &u->st, &next);
 	u->h[0].age = next;
 	if (next == UINT64_MAX) {
@@ -208,6 +237,7 @@ static void level_step(struct run *u, void *from, uint64_t side)
 	const struct vr_source_ops *gops = u->gops;
 	if (side != UINT64_MAX && (u->nh == 0 || side <= u->h[0].age)) {
 		uint64_t next;
+		u->pend = true;
 		u->reclaimed += (uint64_t)gops->step(from, gops->nheap, &u->side, &next);
 		unit_fill(u, gops, from);
 	} else {
@@ -235,6 +265,7 @@ static bool run_level(struct run *u)
 			break;
 		level_step(u, from, side);
 	}
+	flush_level(u);
 	size_t k = 0;
 	for (void *g; (g = level_next(u, &k));)
 		u->gops->done(g);

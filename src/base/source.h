@@ -70,6 +70,13 @@ struct vr_source_ops {
 	 * enter the heap once per level; else they re-enter after each step
 	 * of the unit when they got entries */
 	uint32_t *(*mask)(void *unit);
+	/* discard what the unit's steps claimed and left pending (objects
+	 * whose pages follow each other are discarded in batches, obj-lru.c
+	 * BATCHED DISCARD; a step counts its unit reclaimed at the claim):
+	 * the bytes given back when that failed.  The engine calls it before
+	 * the run stops, before a step of a unit of another table and before
+	 * done.  NULL: every step discards at once. */
+	int64_t (*flush)(void *unit, struct vr_notify_batch *b);
 	void (*done)(void *unit);               /* end of a level; may be NULL */
 	int (*priority)(const void *unit);      /* its level (S35) */
 	uint64_t (*volatile_bytes)(void *unit); /* a unit's own goal (may be NULL) */

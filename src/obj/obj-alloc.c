@@ -366,6 +366,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 	if (whole_chunk(ch, p, len)) /* every page tagged before it can trap */
 		map_set(ch, 1, (len >> vr_page_shift()) - 1, atomic_load(&ch->map[0]));
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
+	atomic_fetch_add_explicit(&os->ndiscard, 1, memory_order_relaxed);
 	int err = obj_trap(p, len, true);
 	if (err < 0)
 		return err;
@@ -381,6 +382,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
 {
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
+	atomic_fetch_add_explicit(&os->nrestore, 1, memory_order_relaxed);
 	return obj_trap(p, len, false);
 }
 
@@ -528,19 +530,26 @@ static void partial_unlink(struct vr_class *c, struct vr_slab *s)
 		s->next->prev = s->prev;
 }
 
-/* restore the discarded pages among n pages from p; class lock held */
+/* restore the discarded pages among n pages from p (one slab), one trap
+ * call for each run of them; class lock held */
 static int restore_pages(struct vr_objs *os, struct vr_opage *p, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++) {
-		if (!(atomic_load(&p[i].pw) & PG_DISCARDED))
+	struct vr_slab *s = p->slab;
+	for (unsigned i = 0; i < n;) {
+		unsigned j = i;
+		while (j < n && (atomic_load(&p[j].pw) & PG_DISCARDED))
+			j++;
+		if (j == i) {
+			i++;
 			continue;
-		struct vr_slab *s = p[i].slab;
+		}
 		int err = vr_objs_restore(os,
 					  s->base + ((size_t)(&p[i] - s->pages) << vr_page_shift()),
-					  vr_page_size());
+					  (size_t)(j - i) << vr_page_shift());
 		if (err < 0)
 			return err;
-		atomic_fetch_and(&p[i].pw, ~PG_DISCARDED);
+		for (; i < j; i++)
+			atomic_fetch_and(&p[i].pw, ~PG_DISCARDED);
 	}
 	return 0;
 }

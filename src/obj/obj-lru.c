@@ -39,6 +39,13 @@ static inline struct vr_obj *unit_obj(uintptr_t u)
 {
 	return (struct vr_obj *)(u & ~(uintptr_t)1);
 }
+/* the slab of page p and the slots overlapping it: [*lo, *hi] */
+static inline struct vr_slab *page_slots(const struct vr_opage *p, uint32_t *lo, uint32_t *hi)
+{
+	struct vr_slab *s = p->slab;
+	vr_slab_page_slots(s, (size_t)(p - s->pages), lo, hi);
+	return s;
+}
 
 /* Does the unit still need an entry?  If not, clear QUEUED (in the same
  * compare-and-swap that saw it needs none) and say so. */
@@ -219,9 +226,8 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 {
 	if ((atomic_load(&p->pw) & PG_COUNT) != 1)
 		return; /* another object is pinned: its unpin gives the age */
-	struct vr_slab *s = p->slab;
 	uint32_t lo, hi;
-	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
+	struct vr_slab *s = page_slots(p, &lo, &hi);
 	uint64_t age = 0;
 	bool unpurged = false;
 	for (uint32_t i = lo; i <= hi; i++) {
@@ -243,54 +249,225 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 	vr_obj_rq_push(os, (uintptr_t)p, age);
 }
 
-/* ---- purging one unit (purge_lock held) ---- */
-static void gauge_purged(struct vr_objs *os, size_t size)
+/* ---- purging units (purge_lock held) ----
+ * BATCHED DISCARD.  A unit the purger takes is claimed (OS_PURGING on a
+ * large object, PG_PURGING on a page) and joins os->pend; the batch's
+ * pages are discarded with ONE vr_objs_discard (trap armed over the whole
+ * span, then one punch: purge.c's order) while the units claimed follow
+ * each other in one chunk: N adjacent objects cost one trap call and one
+ * fallocate instead of N of each.  The rules:
+ *   - the span is exactly the pages of the claimed units: a unit that does
+ *     not extend it (another chunk, a gap, OBJ_BATCH units or
+ *     OBJ_BATCH_BYTES bytes reached) discards the batch before it joins a
+ *     new one, so no byte of an unclaimed object is trapped or punched;
+ *   - a claimed unit cannot be pinned, freed or allocated on (those wait
+ *     for the claim), so what the take read at the claim still holds when
+ *     the batch is discarded;
+ *   - the gauges move to purged at the claim, so purge.c's goal checks see
+ *     a batched unit as purged and a purge takes no more units than it
+ *     needs (S8, S10); PURGED (with OS_NOTIFY), the cumulative counters and
+ *     the claim's release follow the discard.  If the discard fails, every
+ *     unit of the batch is given back unpurged (gauges and notification
+ *     entries undone) and skipped (S8: it keeps its data and place);
+ *   - purge.c discards every batch of a level before the run stops, before
+ *     it steps a region (no claim is held while a region lock is taken)
+ *     and at the end of the level (vr_obj_src_flush): no claim outlives
+ *     the purge run. */
+static void gauge_move(struct vr_objs *os, size_t size, bool to_purged)
 {
 	unsigned log = vr_obj_log_index();
-	obj_gauge(os, log, false, -(int64_t)size);
-	obj_gauge(os, log, true, (int64_t)size);
+	int64_t d = to_purged ? (int64_t)size : -(int64_t)size;
+	obj_gauge(os, log, false, -d);
+	obj_gauge(os, log, true, d);
+}
+
+static void count_purge(struct vr_objs *os)
+{
 	atomic_fetch_add_explicit(&os->ctx->purges, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&os->purges, 1, memory_order_relaxed);
 }
 
-/* An entry comes up.  Returns the bytes reclaimed (> 0), 0 (dropped or
- * moved to the requeue heap), or -errno (skipped: keeps its place). */
-static int64_t take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age, uint64_t notify)
+/* the objects of a claimed page that its purge takes: live, unpurged,
+ * not taken by another page of the batch (OS_PURGING on a small object:
+ * an object that straddles two pages is taken by the first) */
+static inline bool page_takes(uint64_t st)
 {
-	uint64_t s;
+	return (st & (OS_LIVE | OS_PURGED | OS_PURGING)) == OS_LIVE;
+}
+
+/* a claimed unit's gauges move to purged; a page's objects are marked
+ * taken (OS_PURGING) */
+static void unit_take(struct vr_objs *os, uintptr_t u)
+{
+	if (unit_large(u)) {
+		gauge_move(os, obj_size(unit_obj(u)), true);
+		return;
+	}
+	struct vr_opage *p = (struct vr_opage *)u;
+	uint32_t lo, hi;
+	struct vr_slab *s = page_slots(p, &lo, &hi);
+	for (uint32_t i = lo; i <= hi; i++) {
+		if (page_takes(atomic_load(&s->objs[i].state))) {
+			atomic_fetch_or(&s->objs[i].state, OS_PURGING);
+			gauge_move(os, obj_size(&s->objs[i]), true);
+		}
+	}
+}
+
+/* a unit that cannot be purged now keeps its place (S8) */
+static void skip(struct vr_objs *os, const struct lentry *e, int err)
+{
+	/* -EAGAIN: the unit is purged after that report, not twice before
+	 * it (exactly once per purge, S37): not counted */
+	if (err != -EAGAIN)
+		atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
+	vr_dbg("object purge skipped: unit %p: %s", (void *)e->unit, strerror(-err));
+	if (os->nskipped < OBJ_NSKIPPED) {
+		os->skipped[os->nskipped++] = *e;
+	} else if (unit_large(e->unit)) { /* waits for its next unpin */
+		atomic_fetch_and(&unit_obj(e->unit)->state, ~(uint64_t)OS_QUEUED);
+	} else {
+		atomic_fetch_and(&((struct vr_opage *)e->unit)->pw, ~PG_QUEUED);
+	}
+}
+
+/* unit k of the batch was discarded: purged, claim released */
+static void unit_purged(struct vr_objs *os, size_t k)
+{
+	struct vr_opend *pd = &os->pend;
+	uintptr_t u = pd->u[k].e.unit;
+	uint64_t notify = pd->u[k].notify;
+	size_t len = vr_page_size();
+	if (unit_large(u)) {
+		struct vr_obj *o = unit_obj(u);
+		len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
+		count_purge(os);
+		atomic_store(&o->state, (pd->u[k].s | OS_PURGED | notify) & ~(uint64_t)OS_QUEUED);
+	} else {
+		struct vr_opage *p = (struct vr_opage *)u;
+		uint32_t lo, hi;
+		struct vr_slab *s = page_slots(p, &lo, &hi);
+		for (uint32_t i = lo; i <= hi; i++) {
+			if (atomic_load(&s->objs[i].state) & OS_PURGING) { /* taken by this page */
+				atomic_fetch_or(&s->objs[i].state, OS_PURGED | notify);
+				atomic_fetch_and(&s->objs[i].state, ~(uint64_t)OS_PURGING);
+				count_purge(os);
+			}
+		}
+		atomic_fetch_or(&p->pw, PG_DISCARDED);
+		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
+	}
+	atomic_fetch_add_explicit(&os->reclaimed, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&os->ctx->reclaimed_bytes, len, memory_order_relaxed);
+	vr_dbg("purged object unit %p: %zu bytes reclaimed", (void *)u, len);
+}
+
+/* unit k of the batch was not discarded: gauges and its notification
+ * entry undone, claim released, skipped */
+static void unit_giveback(struct vr_objs *os, size_t k, struct vr_notify_batch *b, int err)
+{
+	struct vr_opend *pd = &os->pend;
+	uintptr_t u = pd->u[k].e.unit;
+	if (unit_large(u)) {
+		gauge_move(os, obj_size(unit_obj(u)), false);
+		atomic_store(&unit_obj(u)->state, pd->u[k].s);
+	} else {
+		struct vr_opage *p = (struct vr_opage *)u;
+		uint32_t lo, hi;
+		struct vr_slab *s = page_slots(p, &lo, &hi);
+		for (uint32_t i = lo; i <= hi; i++) {
+			if (atomic_load(&s->objs[i].state) & OS_PURGING) {
+				gauge_move(os, obj_size(&s->objs[i]), false);
+				atomic_fetch_and(&s->objs[i].state, ~(uint64_t)OS_PURGING);
+			}
+		}
+		atomic_fetch_and(&p->pw, ~PG_PURGING);
+	}
+	for (size_t j = 0; pd->u[k].notify && j < b->n; j++) {
+		if (b->e[j].unit == u && b->e[j].os == os) {
+			memmove(&b->e[j], &b->e[j + 1], (b->n - j - 1) * sizeof(b->e[0]));
+			b->n--;
+			atomic_fetch_sub(&os->refs, 1); /* c->groups holds another */
+			break;
+		}
+	}
+	skip(os, &pd->u[k].e, err);
+}
+
+/* discard the batch (one trap call, one punch); the bytes given back
+ * when that failed (its takes counted them reclaimed), else 0 */
+static int64_t pend_flush(struct vr_objs *os, struct vr_notify_batch *b)
+{
+	struct vr_opend *pd = &os->pend;
+	if (!pd->n)
+		return 0;
+	int err = vr_objs_discard(os, pd->ch, pd->p, pd->len);
+	for (size_t k = 0; k < pd->n; k++) {
+		if (err == 0)
+			unit_purged(os, k);
+		else
+			unit_giveback(os, k, b, err);
+	}
+	int64_t undone = err < 0 ? (int64_t)pd->len : 0;
+	pd->n = 0;
+	pd->len = 0;
+	return undone;
+}
+
+/* does [p, p + len) of chunk ch extend the batch? */
+static bool pend_fits(const struct vr_objs *os, const struct vr_chunk *ch, const uint8_t *p,
+		      size_t len)
+{
+	const struct vr_opend *pd = &os->pend;
+	return !pd->n || (pd->ch == ch && pd->p + pd->len == p && pd->n < OBJ_BATCH &&
+			  pd->len + len <= OBJ_BATCH_BYTES);
+}
+
+/* a unit just claimed joins the batch, which it extends (pend_fits); s:
+ * a large object's state before its claim */
+static void pend_push(struct vr_objs *os, const struct lentry *e, struct vr_chunk *ch, uint8_t *p,
+		      size_t len, uint64_t s, uint64_t notify)
+{
+	struct vr_opend *pd = &os->pend;
+	if (!pd->n) {
+		pd->ch = ch;
+		pd->p = p;
+	}
+	pd->len += len;
+	pd->u[pd->n].e = *e;
+	pd->u[pd->n].s = s;
+	pd->u[pd->n++].notify = notify;
+	unit_take(os, e->unit);
+}
+
+/* An entry comes up.  1: the unit is claimed (*ch, *p, *len: its pages;
+ * *s: its state before the claim), 0: dropped or moved to the requeue
+ * heap, -errno: skipped (keeps its place). */
+static int take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age, uint64_t *s)
+{
 	for (;;) {
-		s = atomic_load(&o->state);
-		if (!(s & OS_LIVE) || (s & (OS_PINNED | OS_PURGED))) {
+		*s = atomic_load(&o->state);
+		if (!(*s & OS_LIVE) || (*s & (OS_PINNED | OS_PURGED))) {
 			/* no unit: drop the entry, and QUEUED with it */
-			if (atomic_compare_exchange_weak(&o->state, &s, s & ~(uint64_t)OS_QUEUED))
+			if (atomic_compare_exchange_weak(&o->state, s, *s & ~(uint64_t)OS_QUEUED))
 				return 0;
 			continue;
 		}
-		if (s & OS_PURGING)
+		if (*s & OS_PURGING)
 			return 0; /* a free in progress */
-		if (s & OS_NOTIFY)
+		if (*s & OS_NOTIFY)
 			return -EAGAIN; /* its last purge is not reported yet */
-		uint64_t a = os_age(s) + os->age_base;
+		uint64_t a = os_age(*s) + os->age_base;
 		if (a > age) { /* unpinned again since: its place is later */
 			vr_obj_rq_push(os, (uintptr_t)o | 1, a);
 			return 0;
 		}
-		if (atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING))
-			break;
+		if (atomic_compare_exchange_weak(&o->state, s, *s | OS_PURGING))
+			return 1; /* claimed: it cannot be freed until released */
 	}
-	/* claimed: the object cannot be freed until the claim is released */
-	size_t size = obj_size(o), len = ((size - 1) | (vr_page_size() - 1)) + 1;
-	int err = vr_objs_discard(os, o->home, o->ptr, len);
-	if (err < 0) {
-		atomic_store(&o->state, s);
-		return err;
-	}
-	gauge_purged(os, size);
-	atomic_store(&o->state, (s | OS_PURGED | notify) & ~(uint64_t)OS_QUEUED);
-	return (int64_t)len;
 }
 
-static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age, uint64_t notify)
+static int take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age)
 {
 	for (;;) {
 		/* pw before youngest: an unpin sets youngest before it drops its
@@ -312,20 +489,25 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age, u
 			continue;
 		}
 		if (atomic_compare_exchange_weak(&p->pw, &w, w | PG_PURGING))
-			break;
+			return 1;
 	}
+}
+
+/* a page take_page claimed, the batch discarded if the page does not
+ * extend it (an object straddling from a page of that batch is PURGED
+ * or taken now, not counted twice): 1 if it is a unit, 0 if not (claim
+ * released), -EAGAIN (claim released) */
+static int page_scan(struct vr_opage *p)
+{
 	/* claimed: no object on the page is pinned, allocated or freed now,
 	 * so no unpin can change its age either */
-	struct vr_slab *s = p->slab;
-	size_t pi = (size_t)(p - s->pages);
 	uint32_t lo, hi;
-	vr_slab_page_slots(s, pi, &lo, &hi);
+	struct vr_slab *s = page_slots(p, &lo, &hi);
 	bool any = false, unreported = false;
 	for (uint32_t i = lo; i <= hi; i++) {
 		uint64_t st = atomic_load(&s->objs[i].state);
-		bool purgeable = (st & OS_LIVE) && !(st & OS_PURGED);
-		any |= purgeable;
-		unreported |= purgeable && (st & OS_NOTIFY);
+		any |= page_takes(st);
+		unreported |= page_takes(st) && (st & OS_NOTIFY);
 	}
 	if (!any) { /* no unit */
 		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
@@ -335,60 +517,49 @@ static int64_t take_page(struct vr_objs *os, struct vr_opage *p, uint64_t age, u
 		atomic_fetch_and(&p->pw, ~PG_PURGING);
 		return -EAGAIN;
 	}
-	int err = vr_objs_discard(os, s->chunk, s->base + (pi << vr_page_shift()), vr_page_size());
-	if (err < 0) {
-		atomic_fetch_and(&p->pw, ~PG_PURGING);
-		return err;
-	}
-	for (uint32_t i = lo; i <= hi; i++) {
-		struct vr_obj *o = &s->objs[i];
-		uint64_t st = atomic_load(&o->state);
-		if ((st & OS_LIVE) && !(st & OS_PURGED)) {
-			atomic_fetch_or(&o->state, OS_PURGED | notify);
-			gauge_purged(os, obj_size(o));
-		}
-	}
-	atomic_fetch_or(&p->pw, PG_DISCARDED);
-	atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
-	return (int64_t)vr_page_size();
+	return 1;
 }
 
 /* S37: the objects a purge marks OS_NOTIFY are reported by the purging
  * thread once purge_lock is released (vr_obj_notify); the batch entry
- * holds a reference on the group until then */
+ * holds a reference on the group until then.  The change of the bytes
+ * reclaimed: the unit's pages, less what a discarded batch gave back. */
 static int64_t take(struct vr_objs *os, const struct lentry *e, struct vr_notify_batch *b)
 {
 	uint64_t notify = atomic_load(&os->purge_fn) && b->n < VR_NOTIFY_BATCH ? OS_NOTIFY : 0;
-	int64_t got = unit_large(e->unit)
-			      ? take_large(os, unit_obj(e->unit), e->age, notify)
-			      : take_page(os, (struct vr_opage *)e->unit, e->age, notify);
-	if (got > 0) {
-		if (notify) {
-			atomic_fetch_add(&os->refs, 1);
-			b->e[b->n].unit = e->unit;
-			b->e[b->n++].os = os;
-		}
-		atomic_fetch_add_explicit(&os->reclaimed, (uint64_t)got, memory_order_relaxed);
-		atomic_fetch_add_explicit(&os->ctx->reclaimed_bytes, (uint64_t)got,
-					  memory_order_relaxed);
-		vr_dbg("purged object unit %p: %lld bytes reclaimed", (void *)e->unit,
-		       (long long)got);
-	} else if (got < 0) {
-		/* -EAGAIN: the unit is purged after that report, not twice
-		 * before it (exactly once per purge, S37): not counted */
-		if (got != -EAGAIN)
-			atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
-		vr_dbg("object purge skipped: unit %p: %s", (void *)e->unit, strerror((int)-got));
-		if (os->nskipped < OBJ_NSKIPPED) {
-			os->skipped[os->nskipped++] = *e; /* keeps its place (S8) */
-		} else if (unit_large(e->unit)) {         /* waits for its next unpin */
-			atomic_fetch_and(&unit_obj(e->unit)->state, ~(uint64_t)OS_QUEUED);
-		} else {
-			atomic_fetch_and(&((struct vr_opage *)e->unit)->pw, ~PG_QUEUED);
-		}
-		return 0;
+	uint64_t s = 0;
+	int64_t undone = 0;
+	size_t len = vr_page_size();
+	struct vr_chunk *ch;
+	uint8_t *p;
+	int r;
+	if (unit_large(e->unit)) {
+		struct vr_obj *o = unit_obj(e->unit);
+		r = take_large(os, o, e->age, &s);
+		ch = o->home;
+		p = o->ptr;
+		len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
+	} else {
+		struct vr_opage *pg = (struct vr_opage *)e->unit;
+		r = take_page(os, pg, e->age);
+		ch = pg->slab->chunk;
+		p = pg->slab->base + ((size_t)(pg - pg->slab->pages) << vr_page_shift());
 	}
-	return got;
+	if (r > 0 && !pend_fits(os, ch, p, len))
+		undone = pend_flush(os, b);
+	if (r > 0 && !unit_large(e->unit))
+		r = page_scan((struct vr_opage *)e->unit);
+	if (r < 0)
+		skip(os, e, r);
+	if (r <= 0)
+		return -undone;
+	pend_push(os, e, ch, p, len, s, notify);
+	if (notify) {
+		atomic_fetch_add(&os->refs, 1);
+		b->e[b->n].unit = e->unit;
+		b->e[b->n++].os = os;
+	}
+	return (int64_t)len - undone;
 }
 
 /* ---- purge sources for purge.c (ctx->purge_lock held) ---- */
@@ -433,7 +604,19 @@ int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b
 	return take(os, &e, b);
 }
 
-/* the units skipped by this purge keep their place for the next one */
+void vr_objs_trap_calls(struct vr_objs *os, uint64_t *discards, uint64_t *restores)
+{
+	*discards = atomic_load_explicit(&os->ndiscard, memory_order_relaxed);
+	*restores = atomic_load_explicit(&os->nrestore, memory_order_relaxed);
+}
+
+int64_t vr_obj_src_flush(struct vr_objs *os, struct vr_notify_batch *b)
+{
+	return pend_flush(os, b);
+}
+
+/* the units skipped by this purge keep their place for the next one
+ * (purge.c discarded the batch before: vr_obj_src_flush) */
 void vr_obj_purge_done(struct vr_objs *os)
 {
 	for (size_t k = 0; k < os->nskipped; k++)

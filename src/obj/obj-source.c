@@ -38,6 +38,11 @@ static uint32_t *objs_mask(void *unit)
 	return vr_obj_src_mask(unit);
 }
 
+static int64_t objs_flush(void *unit, struct vr_notify_batch *b)
+{
+	return vr_obj_src_flush(unit, b);
+}
+
 static void objs_done(void *unit)
 {
 	vr_obj_purge_done(unit);
@@ -59,6 +64,7 @@ const struct vr_source_ops vr_objs_source = {
 	.oldest = objs_oldest,
 	.step = objs_step,
 	.mask = objs_mask,
+	.flush = objs_flush,
 	.done = objs_done,
 	.priority = objs_priority,
 	.volatile_bytes = objs_volatile,

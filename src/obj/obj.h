@@ -71,7 +71,10 @@
  *   it comes up again it is in its exact place); pinned, purged or gone
  *   -> the entry is dropped and QUEUED cleared in the same compare-and-
  *   swap (so the next unpin appends again); exactly a -> it is the
- *   oldest unit of all: purge it.  Units whose age changes without an
+ *   oldest unit of all: claim it.  Claimed units whose pages follow each
+ *   other in a chunk are discarded together, one trap call and one
+ *   fallocate per batch (obj-lru.c, BATCHED DISCARD; OS_PURGING on a
+ *   small object: taken by a page of the batch).  Units whose age changes without an
  *   unpin (a free leaves a page whose other objects are unpinned, a
  *   purge skipped a unit) are pushed on the requeue heap as well.
  *
@@ -136,7 +139,17 @@ uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
 uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i) _nonnull_();
 int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b) _nonnull_();
 uint32_t *vr_obj_src_mask(struct vr_objs *os) _nonnull_();
+/* the units a source purge claimed are discarded in batches (obj-lru.c,
+ * BATCHED DISCARD): vr_obj_src_purge's result counts its unit as
+ * reclaimed, less the bytes of an earlier batch it had to discard and
+ * could not (so it can be negative).  vr_obj_src_flush discards the
+ * group's batch and returns the bytes it gave back (base/source.h:
+ * flush). */
+int64_t vr_obj_src_flush(struct vr_objs *os, struct vr_notify_batch *b) _nonnull_();
 void vr_obj_purge_done(struct vr_objs *os) _nonnull_(); /* end of a purge level */
+/* trap calls made for the group's objects: discards (one trap call and
+ * one fallocate each) and restores (one trap call each); tests, vrbench */
+void vr_objs_trap_calls(struct vr_objs *os, uint64_t *discards, uint64_t *restores) _nonnull_();
 /* obj-source.c: a group (unit) as a purge source (base/source.h) */
 extern const struct vr_source_ops vr_objs_source;
 /* call the purge handlers for the batch's objects (no library lock held)
@@ -149,8 +162,11 @@ int vr_obj_fault(siginfo_t *si, void *uc, void (*deliver)(void *addr, ucontext_t
 #define OBJ_CHUNK_SHIFT 30   /* address space of an ordinary chunk: 1 GiB */
 #define OBJ_NLOG VR_OBJ_NLOG /* LRU logs per group */
 #define OBJ_MAX_SLAB_PAGES 16
-#define OBJ_NSKIPPED 32 /* units a purge run can skip and keep in place */
+#define OBJ_BATCH 64 /* units one batched discard takes (obj-lru.c) */
+/* units a purge run can skip and keep in place: a failed batch and more */
+#define OBJ_NSKIPPED (OBJ_BATCH + 32)
 #define OBJ_EXTRA_MAX VR_OBJ_EXTRA_MAX
+#define OBJ_BATCH_BYTES ((size_t)1 << (OBJ_CHUNK_SHIFT - 4)) /* and bytes, < a chunk */
 
 /* o->state */
 #define OS_LIVE 0x1u
@@ -249,6 +265,19 @@ struct vr_olog {
 	_Atomic int64_t volatile_bytes, purged_bytes;
 } __attribute__((aligned(64)));
 
+/* units the running purge claimed, whose pages follow each other in one
+ * chunk, not yet discarded (obj-lru.c, BATCHED DISCARD); purge_lock */
+struct vr_opend {
+	struct vr_chunk *ch;
+	uint8_t *p; /* [p, p + len): exactly the claimed units' pages */
+	size_t len, n;
+	struct {
+		struct lentry e;
+		uint64_t s;      /* a large object's state before its claim */
+		uint64_t notify; /* OS_NOTIFY or 0 */
+	} u[OBJ_BATCH];
+};
+
 #define OBJ_NBINS 48
 struct vr_objs {
 	struct vr_ctx *ctx;
@@ -276,8 +305,10 @@ struct vr_objs {
 	struct lentry skipped[OBJ_NSKIPPED]; /* skipped by the running purge;
 						purge_lock */
 	size_t nskipped;
-	_Atomic uint64_t trap_gen; /* bumped by every arm/disarm */
-	uint64_t age_base;         /* immutable: ages in states are relative */
+	struct vr_opend pend;                /* purge_lock */
+	_Atomic uint64_t ndiscard, nrestore; /* trap calls made (tests, vrbench) */
+	_Atomic uint64_t trap_gen;           /* bumped by every arm/disarm */
+	uint64_t age_base;                   /* immutable: ages in states are relative */
 
 	/* the group (S35, S37; obj-group.c) */
 	int priority;    /* immutable */
