@@ -1173,8 +1173,15 @@ uint64_t vr_group_stat(struct vr_group *g, enum vr_stat which);
  * should be short: the purging thread waits for it.  Another thread may
  * pin @o between the purge and the call (its vr_obj_pin returned
  * VR_PURGED): a handler that drops cache entries checks
- * vr_obj_status(@o) under the cache's own lock first.  The same object is
- * not purged again before this call returned.
+ * vr_obj_status(@o) under the cache's own lock first.  Likewise another
+ * thread may free @o just before or during the call: the handle stays
+ * valid memory (handles are reused, never unmapped, while the group
+ * lives), so vr_obj_status(@o) then fails with -EINVAL or describes a new
+ * object of the same group; a handler that frees or trusts @o does so
+ * only for objects it finds in its own table under its own lock, and the
+ * application frees objects under that lock too (libvrange-sqlite's
+ * handler only queues @o; its own calls re-check and drop).  The same
+ * object is not purged again before this call returned.
  */
 typedef void (*vr_purge_fn)(struct vr_obj *o, void *arg);
 
