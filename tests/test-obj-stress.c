@@ -12,6 +12,10 @@
  *   - S24: a lazy read of an unpinned object returns its data, or, when
  *     the page was discarded, runs the object fault handler (which pins
  *     the object and returns VR_FAULT_RETRY) and then reads 0;
+ *   - S36: every other object has side-car bytes (its own address and a
+ *     tag), which never change, whatever is purged, freed or made (a
+ *     free racing a new object of another thread once took or freed the
+ *     new object's side-car: TSan and ASan see it here);
  * while a purger calls vr_ctx_purge, notify_pressure and set_limit and
  * the monitor thread runs.  At the end the gauges equal what the workers
  * believe.  A plain program (no cmocka: the fault path needs the
@@ -31,6 +35,7 @@ struct mobj {
 	struct vr_obj *o;
 	size_t size;
 	uint64_t gen; /* data generation while pinned; 0 = all zero */
+	uint64_t tag; /* in the side-car with the handle, or 0: none */
 	bool pinned;
 };
 
@@ -97,10 +102,26 @@ static bool intact(const struct mobj *m)
 	return true;
 }
 
+/* the side-car holds the handle and the tag it was given */
+static void check_extra(const struct mobj *m)
+{
+	if (!m->tag)
+		return;
+	const uint64_t *x = vr_obj_extra(m->o);
+	CK(x && x[0] == (uint64_t)(uintptr_t)m->o && x[1] == m->tag, "side-car lost or changed: size %zu x %p x0 %llx o %p x1 %llx tag %llx", m->size, (void *)x, x ? (unsigned long long)x[0] : 0ull, (void *)m->o, x ? (unsigned long long)x[1] : 0ull, (unsigned long long)m->tag);
+}
+
 static void new_obj(struct worker *w, struct mobj *m, struct vt_rng *r)
 {
 	m->size = rand_size(r);
-	CK_EQ(vr_obj_new(ctx, m->size, 0, &m->o), 0);
+	m->tag = vt_below(r, 2) ? vt_next(r) | 1 : 0;
+	CK_EQ(vr_obj_new_in(vr_ctx_group(ctx), m->size, m->tag ? 16 : 0, 0, &m->o), 0);
+	if (m->tag) {
+		uint64_t *x = vr_obj_extra(m->o);
+		CK(x && x[0] == 0 && x[1] == 0, "new side-car not zero: size %zu x %p %llx %llx", m->size, (void *)x, x ? (unsigned long long)x[0] : 0ull, x ? (unsigned long long)x[1] : 0ull);
+		x[0] = (uint64_t)(uintptr_t)m->o;
+		x[1] = m->tag;
+	}
 	m->pinned = true;
 	m->gen = 0;
 	CK(vt_all_zero(vr_obj_ptr(m->o), m->size), "new object not zero");
@@ -160,11 +181,13 @@ static void *worker_main(void *arg)
 				   v, want, w->id, m->pinned, vr_obj_status(m->o), m->size, i);
 			}
 		} else if (op < 80) {
+			check_extra(m);
 			int s = vr_obj_status(m->o);
 			CK(m->pinned ? s == 0 : (s & VR_STATE_VOLATILE), "status %d", s);
 		} else if (op < 90) {
 			if (m->pinned)
 				CK(intact(m), "pinned object changed before free");
+			check_extra(m);
 			vr_obj_free(m->o);
 			new_obj(w, m, &r);
 		} else {

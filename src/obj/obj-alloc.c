@@ -698,11 +698,14 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 		span_free(os, ch, page, len >> vr_page_shift());
 	else
 		map_set(ch, page, len >> vr_page_shift(), 0);
+	/* the side-car is taken off before the handle goes on the free list:
+	 * once there, another thread's vr_objs_alloc may give it a new one */
+	uint8_t *x = ((struct vr_lhandle *)o)->extra;
+	((struct vr_lhandle *)o)->extra = NULL;
 	o->home = os->free_handles;
 	os->free_handles = o;
 	vr_unlock(&os->span_lock);
-	free(((struct vr_lhandle *)o)->extra);
-	((struct vr_lhandle *)o)->extra = NULL;
+	free(x);
 }
 
 /* small: the caller holds one pin on each page of o */
