@@ -65,7 +65,8 @@ extern "C" {
  * databases are never purgeable.  Pages dropped stay as unpinned objects
  * for reuse (at least 8 MiB of them per cache), and a closed cache's group
  * with up to 8 MiB of them goes to the next cache of the same page size,
- * until sqlite3_shutdown().  See the policy under a memory limit above.
+ * until sqlite3_shutdown() (a closed cache holding more is given back
+ * whole).  See the policy under a memory limit above.
  *
  * Returns: 0, -EBUSY (SQLite is initialised already: nothing changed),
  * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50), or the
