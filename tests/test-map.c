@@ -810,10 +810,17 @@ static void test_map_racy_reader(void **state)
 	assert_int_equal(pthread_create(&th, NULL, racy_reader, &t), 0);
 	struct vt_rng g;
 	vt_seed(&g, 5);
-	/* at least 50000 changes and 5000 validated reads (or 10 s) */
+	/* at least 50000 changes and 5000 validated reads (or 10 s), and in
+	 * any case one validated read (or 120 s: under valgrind on a loaded
+	 * machine the 50000 changes alone took more than 10 s once, and the
+	 * reader never ran in an even window) */
 	uint64_t t0 = (uint64_t)time(NULL);
 	for (long i = 0;
-	     i < 50000 || (atomic_load(&t.checked) < 5000 && (uint64_t)time(NULL) < t0 + 10); i++) {
+	     i < 50000 || (atomic_load(&t.checked) < 5000 && (uint64_t)time(NULL) < t0 + 10) ||
+	     (atomic_load(&t.checked) == 0 && (uint64_t)time(NULL) < t0 + 120);
+	     i++) {
+		if (i % 256 == 0)
+			sched_yield(); /* in an even window: valgrind runs one thread at a time */
 		unsigned k = (unsigned)vt_below(&g, RACY_SLOTS);
 		for (volatile int spin = 0; spin < 100; spin++) /* an even window */
 			;
