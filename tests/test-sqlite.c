@@ -29,7 +29,10 @@
  * the mode is about (pages made in objects, purged pages seen as misses, refusals), from the caches'
  * counters (sqlite/pcache.h).  VT_SQLITE_ONLY=MODE runs one mode.
  * VT_SQLITE_TABLE=1 adds the default cache in the cgroup (it may be
- * OOM-killed: reported) and this one outside it.
+ * OOM-killed: reported) and this one outside it; with VT_BIG_FIT_KIB=N
+ * also the default cache in the cgroup with a cache_size of N KiB (tuned
+ * by hand to fit the limit: what an application can do without this
+ * cache).  VT_BIG_CACHE_KIB sets every run's cache_size (default 256 MiB).
  *
  * test-sqlite --methods (the test sqlite-methods) calls the methods
  * directly, in this process: a page is an object with its entry in the
@@ -437,6 +440,24 @@ static int cgroup_mode(void)
 			fprintf(stderr, "big-default in the cgroup: %6.2f s, identical: %s\n", secs,
 				n == nref && memcmp(h, ref, n * sizeof(*h)) == 0 ? "yes" : "NO");
 		free(h);
+		/* VT_BIG_FIT_KIB: the default cache in the cgroup again, with a
+		 * cache_size tuned by hand to fit the limit */
+		const char *fit = getenv("VT_BIG_FIT_KIB");
+		if (fit) {
+			h = NULL;
+			CK(setenv("VT_BIG_CACHE_KIB", fit, 1) == 0);
+			may_fail = true;
+			n = run_mode("big-default", &h, &secs);
+			may_fail = false;
+			unsetenv("VT_BIG_CACHE_KIB");
+			if (h)
+				fprintf(stderr,
+					"big-default in the cgroup, cache_size %s KiB: %6.2f s, "
+					"identical: %s\n",
+					fit, secs,
+					n == nref && memcmp(h, ref, n * sizeof(*h)) == 0 ? "yes" : "NO");
+			free(h);
+		}
 		unsetenv("VT_SQLITE_CG");
 		fail += compare("big-vrange", ref, nref);
 		fprintf(stderr, "(the last big-vrange: outside the cgroup)\n");
