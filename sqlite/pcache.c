@@ -64,7 +64,10 @@ void vsq_stats_get(struct vsq_stats *out)
  *              sorter): with none, every unpin past the budget purged one
  *              object; measured on a 100 MB database at 128 MiB, 1/16 of
  *              the limit: 77k purges, 34 s; 1/8: 48k, 21 s; 1/4: 45k,
- *              14 s; 1/2: 45k, 14 s (6-8 s unlimited, same load);
+ *              14 s; 1/2: 45k, 14 s (6-8 s unlimited, same load).
+ *              Since a big closed cache is destroyed whole (x_destroy),
+ *              on a quiet machine: 1/8 6.0-6.2 s, 1/4 and 1/2 5.4-6.4 s
+ *              (noise), 1.9-2.4 s unlimited; the time left is misses;
  *   VSQ_LOW    the budget, less the bytes of the objects this cache
  *              made since the monitor last measured (it polls), is below
  *              the reserve (VRANGE_SQLITE_RESERVE percent of the
