@@ -9,9 +9,10 @@
  * destroyed cache's group goes to this process-wide pool instead, with
  * its spare entries, their objects unpinned (the library may purge them
  * like any volatile bytes), when they are at most VSQ_POOL_BYTES of pages
- * (a larger cache's group is destroyed whole: trimming it object by object
- * punched a hole per page), one group per page size; a new cache with the same page and extra sizes takes it over
- * (objects cannot move between groups, S35).  The pool is emptied at
+ * (a larger cache's group is destroyed whole: trimming it object by
+ * object punched a hole per page), one group per page size; a new cache
+ * with the same page and extra sizes takes it over (objects cannot move
+ * between groups, S35).  The pool is emptied at
  * xShutdown: its groups belong to the ctx, which may go after that.
  * One mutex, taken at xCreate and xDestroy.
  */

@@ -108,7 +108,10 @@ static void check_extra(const struct mobj *m)
 	if (!m->tag)
 		return;
 	const uint64_t *x = vr_obj_extra(m->o);
-	CK(x && x[0] == (uint64_t)(uintptr_t)m->o && x[1] == m->tag, "side-car lost or changed: size %zu x %p x0 %llx o %p x1 %llx tag %llx", m->size, (void *)x, x ? (unsigned long long)x[0] : 0ull, (void *)m->o, x ? (unsigned long long)x[1] : 0ull, (unsigned long long)m->tag);
+	CK(x && x[0] == (uint64_t)(uintptr_t)m->o && x[1] == m->tag,
+	   "side-car lost or changed: size %zu x %p x0 %llx o %p x1 %llx tag %llx", m->size,
+	   (void *)x, x ? (unsigned long long)x[0] : 0ull, (void *)m->o,
+	   x ? (unsigned long long)x[1] : 0ull, (unsigned long long)m->tag);
 }
 
 static void new_obj(struct worker *w, struct mobj *m, struct vt_rng *r)
@@ -118,7 +121,9 @@ static void new_obj(struct worker *w, struct mobj *m, struct vt_rng *r)
 	CK_EQ(vr_obj_new_in(vr_ctx_group(ctx), m->size, m->tag ? 16 : 0, 0, &m->o), 0);
 	if (m->tag) {
 		uint64_t *x = vr_obj_extra(m->o);
-		CK(x && x[0] == 0 && x[1] == 0, "new side-car not zero: size %zu x %p %llx %llx", m->size, (void *)x, x ? (unsigned long long)x[0] : 0ull, x ? (unsigned long long)x[1] : 0ull);
+		CK(x && x[0] == 0 && x[1] == 0, "new side-car not zero: size %zu x %p %llx %llx",
+		   m->size, (void *)x, x ? (unsigned long long)x[0] : 0ull,
+		   x ? (unsigned long long)x[1] : 0ull);
 		x[0] = (uint64_t)(uintptr_t)m->o;
 		x[1] = m->tag;
 	}

@@ -415,6 +415,27 @@ static int compare(const char *mode, const uint64_t *ref, size_t nref)
 	return diff == SIZE_MAX ? 0 : 1;
 }
 
+/* VT_SQLITE_TABLE: SQLite's default cache in the cgroup (VT_SQLITE_CG),
+ * with a cache_size of @kib KiB (NULL: the workload's), which may be
+ * OOM-killed; its time and whether its rows equal @ref's, reported */
+static void default_in_cgroup(const uint64_t *ref, size_t nref, const char *kib)
+{
+	uint64_t *h = NULL;
+	double secs;
+	if (kib)
+		CK(setenv("VT_BIG_CACHE_KIB", kib, 1) == 0);
+	may_fail = true;
+	size_t n = run_mode("big-default", &h, &secs);
+	may_fail = false;
+	if (kib)
+		unsetenv("VT_BIG_CACHE_KIB");
+	if (h)
+		fprintf(stderr, "big-default in the cgroup%s%s%s: %6.2f s, identical: %s\n",
+			kib ? ", cache_size " : "", kib ? kib : "", kib ? " KiB" : "", secs,
+			n == nref && memcmp(h, ref, n * sizeof(*h)) == 0 ? "yes" : "NO");
+	free(h);
+}
+
 /* the big database: default cache outside, this one inside a cgroup */
 static int cgroup_mode(void)
 {
@@ -432,32 +453,11 @@ static int cgroup_mode(void)
 	snprintf(cg_dir, sizeof(cg_dir), "%s", cg.dir);
 	int fail = compare("big-vrange", ref, nref);
 	if (getenv("VT_SQLITE_TABLE")) {
-		uint64_t *h = NULL;
-		may_fail = true;
-		size_t n = run_mode("big-default", &h, &secs);
-		may_fail = false;
-		if (h)
-			fprintf(stderr, "big-default in the cgroup: %6.2f s, identical: %s\n", secs,
-				n == nref && memcmp(h, ref, n * sizeof(*h)) == 0 ? "yes" : "NO");
-		free(h);
-		/* VT_BIG_FIT_KIB: the default cache in the cgroup again, with a
-		 * cache_size tuned by hand to fit the limit */
-		const char *fit = getenv("VT_BIG_FIT_KIB");
-		if (fit) {
-			h = NULL;
-			CK(setenv("VT_BIG_CACHE_KIB", fit, 1) == 0);
-			may_fail = true;
-			n = run_mode("big-default", &h, &secs);
-			may_fail = false;
-			unsetenv("VT_BIG_CACHE_KIB");
-			if (h)
-				fprintf(stderr,
-					"big-default in the cgroup, cache_size %s KiB: %6.2f s, "
-					"identical: %s\n",
-					fit, secs,
-					n == nref && memcmp(h, ref, n * sizeof(*h)) == 0 ? "yes" : "NO");
-			free(h);
-		}
+		default_in_cgroup(ref, nref, NULL);
+		/* VT_BIG_FIT_KIB: again, with a cache_size tuned by hand to
+		 * fit the limit */
+		if (getenv("VT_BIG_FIT_KIB"))
+			default_in_cgroup(ref, nref, getenv("VT_BIG_FIT_KIB"));
 		unsetenv("VT_SQLITE_CG");
 		fail += compare("big-vrange", ref, nref);
 		fprintf(stderr, "(the last big-vrange: outside the cgroup)\n");

@@ -530,8 +530,8 @@ static int64_t take(struct vr_objs *os, const struct lentry *e, struct vr_notify
 	uint64_t s = 0;
 	int64_t undone = 0;
 	size_t len = vr_page_size();
-	struct vr_chunk *ch;
-	uint8_t *p;
+	struct vr_chunk *ch = NULL;
+	uint8_t *p = NULL;
 	int r;
 	if (unit_large(e->unit)) {
 		struct vr_obj *o = unit_obj(e->unit);
@@ -539,10 +539,11 @@ static int64_t take(struct vr_objs *os, const struct lentry *e, struct vr_notify
 		/* the handle's fields only once this purge owns the object: a
 		 * stale entry's handle may be under reallocation (vr_objs_alloc
 		 * writes home and ptr under span_lock, not purge_lock) */
-		ch = r > 0 ? o->home : NULL;
-		p = r > 0 ? o->ptr : NULL;
-		if (r > 0)
+		if (r > 0) {
+			ch = o->home;
+			p = o->ptr;
 			len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
+		}
 	} else {
 		struct vr_opage *pg = (struct vr_opage *)e->unit;
 		r = take_page(os, pg, e->age);
