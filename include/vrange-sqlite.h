@@ -16,15 +16,25 @@
  * ctx's volatile bytes are within a quarter of the limit of the budget, a
  * page that is not in the cache reuses the oldest released page's memory
  * instead of a new object (the cache stops growing, with headroom for the
- * budget's moves between the monitor's polls); when the budget falls below a reserve, 1/8 of the
- * limit by default, a fetch of a page that is not in the cache with
- * createFlag 1 answers "no page" and the page count that SQLite asks next
- * answers "full", so that SQLite spills a dirty page to its file (which
- * then becomes clean and purgeable) instead of growing the memory it
- * pins, whatever its cache_spill.  SQLite's own rule is kept as well:
- * createFlag 1 answers "no page" when 90% of cache_size is pinned.
- * VRANGE_SQLITE_RESERVE=PERCENT (0..50, read by the install call) sets
- * the reserve in percent of the limit; 0 turns this policy off.
+ * budget's moves between the monitor's polls); when the budget falls below
+ * a reserve, 1/8 of the limit by default, a fetch of a page that is not in
+ * the cache with createFlag 1 answers "no page" and the page count that
+ * SQLite asks next answers "full", so that SQLite spills a dirty page to
+ * its file (which then becomes clean and purgeable) instead of growing the
+ * memory it pins, whatever its cache_spill.  SQLite's own rule is kept as
+ * well: createFlag 1 answers "no page" when 90% of cache_size is pinned.
+ * VRANGE_SQLITE_RESERVE=PERCENT (0..50, read by the install call) sets the
+ * reserve in percent of the limit; 0 turns this policy off.
+ *
+ * Under a cgroup memory limit (which counts the kernel's file cache;
+ * VRANGE_MEMORY_LIMIT does not), a purgeable cache also holds at most a
+ * share of the limit, 12% (about 1/8) by default, as if its cache_size
+ * were that small: the file cache keeps the same database's pages and only
+ * the kernel can reclaim it, so a page held twice leaves no room for
+ * another and what neither holds is read from the disk.  A 100 MB database
+ * with a 256 MiB cache_size in a 128 MiB cgroup took 3.5-4.0 s with the
+ * share, 5.6-6.3 s without.  VRANGE_SQLITE_SHARE=PERCENT (0..100, read by
+ * the install call) sets it; 0 lets a cache grow to its cache_size.
  *
  * The 16 pages SQLite released last (at most 1/8 of cache_size) stay
  * pinned until younger ones push them out: SQLite fetches the same few
@@ -69,8 +79,9 @@ extern "C" {
  * whole).  See the policy under a memory limit above.
  *
  * Returns: 0, -EBUSY (SQLite is initialised already: nothing changed),
- * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50), or the
- * negative errno of vr_ctx_new().
+ * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50, or
+ * VRANGE_SQLITE_SHARE not one in 0..100), or the negative errno of
+ * vr_ctx_new().
  * Since: 0.3
  * Context: not thread-safe (as sqlite3_config()); not while SQLite runs.
  */

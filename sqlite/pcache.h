@@ -93,6 +93,7 @@ struct vsq_stats {
 	uint64_t shrinks;        /* xShrink calls */
 	uint64_t hot_hits;       /* of the hits, a hot page: no pin needed */
 	uint64_t unpins;         /* objects unpinned when their page cooled */
+	uint64_t refused_share;  /* createFlag 1 answered NULL: 90% of the share pinned */
 };
 
 struct vsq_cache {
@@ -104,6 +105,7 @@ struct vsq_cache {
 	uint64_t grown;      /* bytes of new objects since it last changed */
 	bool stress;         /* xFetch refused a page for the budget: see x_pagecount */
 	unsigned n_max, n90; /* cache_size in pages, 90% of it */
+	unsigned n_cap;      /* n_max, or less under a memory limit (pcache.c) */
 	unsigned n_page;     /* entries, pinned or not (purged ones until seen) */
 	unsigned n_pinned;
 	unsigned max_key;
@@ -171,5 +173,8 @@ void vsq_pool_drain(void);
 /* pcache.c: the totals of destroyed caches (for tests and benchmarks) */
 void vsq_stats_add(const struct vsq_stats *s);
 void vsq_stats_get(struct vsq_stats *out);
+/* the most bytes of pages one cache held at once, since the process began */
+uint64_t vsq_peak_bytes(void);
+void vsq_note_size(const struct vsq_cache *c);
 
 #endif

@@ -140,14 +140,15 @@ void vsq_spares_trim(struct vsq_cache *c, unsigned keep)
 	}
 }
 
-/* the spares a cache keeps: as many as fit in cache_size beside its
+/* the spares a cache keeps: as many as fit in cache_size (or the share
+ * of a limit, pcache.c) beside its
  * pages, and at least a pool's worth (pool.c): freeing an object costs a
  * hole punched and a TLB flush, and SQLite drops pages in bursts
  * (xTruncate, a temporary database) that it makes again soon after */
 unsigned vsq_spares_max(const struct vsq_cache *c)
 {
 	unsigned keep = vsq_pool_keep(c->sz_page);
-	unsigned room = c->n_max > c->n_page ? c->n_max - c->n_page : 0;
+	unsigned room = c->n_cap > c->n_page ? c->n_cap - c->n_page : 0;
 	return room > keep ? room : keep;
 }
 
@@ -238,7 +239,7 @@ struct vsq_page *vsq_page_make(struct vsq_cache *c, unsigned key, bool tight)
 {
 	if (tight)
 		vsq_drain_queued(c); /* recycling a purged page would grow memory */
-	bool full = c->purgeable && c->lru_old && (tight || c->n_page + 1 >= c->n_max);
+	bool full = c->purgeable && c->lru_old && (tight || c->n_page + 1 >= c->n_cap);
 	struct vsq_page *p = NULL;
 	if (full && tight)
 		p = recycle(c, c->lru_old); /* a spare may be purged: pinning it grows memory */

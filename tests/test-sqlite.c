@@ -7,7 +7,7 @@
  * integrity_check) runs in child processes, since a page cache is
  * process-global: once on SQLite's default cache, then on this one
  *   vrange  plainly (and the install rules: -EBUSY once SQLite runs, a ctx
- *           of its own with NULL, a bad VRANGE_SQLITE_RESERVE)
+ *           of its own with NULL, a bad VRANGE_SQLITE_RESERVE or _SHARE)
  *   purge   while a thread purges the ctx continuously
  *   limit   with the ctx's volatile bytes capped at 16 pages
  *           (vr_ctx_set_limit: unpins purge the oldest)
@@ -103,10 +103,11 @@ static void print_stats(const char *mode, const struct vsq_stats *s, struct vr_c
 	fprintf(stderr,
 		"%s: fetches %" PRIu64 " hits %" PRIu64 " purged %" PRIu64 " created %" PRIu64
 		" recycled %" PRIu64 " spared %" PRIu64 " pooled %" PRIu64
-		" refused(budget) %" PRIu64 " refused(pinned) %" PRIu64 "; ctx purges %" PRIu64
-		"\n",
+		" refused(budget) %" PRIu64 " refused(pinned) %" PRIu64 " refused(share) %" PRIu64
+		"; ctx purges %" PRIu64 "; largest cache %" PRIu64 " KiB\n",
 		mode, s->fetches, s->hits, s->purged, s->created, s->recycled, s->spared, s->pooled,
-		s->refused_budget, s->refused_pinned, vr_ctx_stat(ctx, VR_STAT_PURGES));
+		s->refused_budget, s->refused_pinned, s->refused_share,
+		vr_ctx_stat(ctx, VR_STAT_PURGES), vsq_peak_bytes() >> 10);
 }
 
 /* the install rules that need a process of their own */
@@ -119,6 +120,11 @@ static void check_install_rules(struct vr_ctx *ctx)
 	CK(setenv("VRANGE_SQLITE_RESERVE", "51", 1) == 0);
 	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
 	CK(unsetenv("VRANGE_SQLITE_RESERVE") == 0);
+	CK(setenv("VRANGE_SQLITE_SHARE", "101", 1) == 0);
+	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
+	CK(setenv("VRANGE_SQLITE_SHARE", "12%", 1) == 0);
+	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
+	CK(unsetenv("VRANGE_SQLITE_SHARE") == 0);
 	/* NULL: a ctx of its own, gone at sqlite3_shutdown (ASan: no leak) */
 	CK(vr_sqlite_pcache_install(NULL) == 0);
 	struct vsq_stats before, after;
@@ -193,12 +199,25 @@ static int child(const char *mode, int fd)
 	} else {
 		CK(s.fetches == 0, "the default run used this cache");
 	}
-	if (big && ours && getenv("VT_SQLITE_CG"))
-		CK(vr_ctx_memory_limit(ctx) > 0, "no memory limit seen in the cgroup");
+	if (big && ours && getenv("VT_SQLITE_CG")) {
+		uint64_t limit = vr_ctx_memory_limit(ctx);
+		CK(limit > 0, "no memory limit seen in the cgroup");
+		/* a cache holds at most its share of a cgroup limit (pcache.c
+		 * cap_update): 90% of it pinned, SQLite is made to spill */
+		const char *e = getenv("VRANGE_SQLITE_SHARE");
+		uint64_t share = limit / 100 * (e ? strtoull(e, NULL, 10) : 12);
+		CK(!share || s.refused_share > 0, "SQLite was never made to spill for the share");
+		CK(!share || vsq_peak_bytes() <= share + share / 8,
+		   "a cache held %" PRIu64 " KiB, its share of the limit is %" PRIu64 " KiB",
+		   vsq_peak_bytes() >> 10, share >> 10);
+	}
 	if (strcmp(mode, "purge") == 0 || strcmp(mode, "limit") == 0)
 		CK(s.purged > 0, "no purged page was ever found: the mode tested nothing");
-	if (strcmp(mode, "spill") == 0)
+	if (strcmp(mode, "spill") == 0) {
 		CK(s.refused_budget > 0, "no fetch was refused under a spent budget");
+		/* VRANGE_MEMORY_LIMIT does not count the file cache */
+		CK(s.refused_share == 0, "a share of VRANGE_MEMORY_LIMIT's limit applied");
+	}
 	/* the pool (sqlite/pool.c) keeps objects until SQLite shuts down */
 	CK(sqlite3_shutdown() == SQLITE_OK);
 	CK(vr_ctx_stat(ctx, VR_STAT_OBJECTS) == 0, "pages left behind after sqlite3_shutdown");

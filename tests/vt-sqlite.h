@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -77,7 +78,8 @@ static inline uint64_t vs_rand(uint64_t *s)
 }
 
 /* VT_SQLITE_TRACE=1: each statement of vs_exec on stderr, with the
- * process's RSS, as it starts (where a run under a limit goes wrong) */
+ * process's RSS and the seconds since the first one, as it starts (where
+ * a run under a limit goes wrong, and where its time goes) */
 static inline void vs_trace(const char *sql)
 {
 	if (!getenv("VT_SQLITE_TRACE"))
@@ -90,7 +92,13 @@ static inline void vs_trace(const char *sql)
 			rss = atol(line + 6);
 	if (f)
 		fclose(f);
-	fprintf(stderr, "trace: rss %ld MiB: %.70s\n", rss / 1024, sql);
+	static double t0;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double t = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (!t0)
+		t0 = t;
+	fprintf(stderr, "trace: %7.3f s rss %ld MiB: %.70s\n", t - t0, rss / 1024, sql);
 }
 
 static inline void vs_exec(sqlite3 *db, const char *sql)
@@ -362,7 +370,8 @@ static inline void vs_big_db(struct vs_run *r, unsigned mib)
 	/* VT_BIG_CACHE_KIB: the cache_size (KiB) instead of 256 MiB (a
 	 * default cache tuned by hand to fit a memory limit) */
 	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%lu",
-		 getenv("VT_BIG_CACHE_KIB") ? strtoul(getenv("VT_BIG_CACHE_KIB"), NULL, 10) : 262144ul);
+		 getenv("VT_BIG_CACHE_KIB") ? strtoul(getenv("VT_BIG_CACHE_KIB"), NULL, 10)
+					    : 262144ul);
 	vs_exec(db, sql);
 	vs_exec(db, "CREATE TABLE big(id INTEGER PRIMARY KEY, k INTEGER, tag TEXT, body BLOB)");
 	snprintf(sql, sizeof(sql),
