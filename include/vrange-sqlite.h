@@ -28,7 +28,7 @@
  *
  * Under a cgroup memory limit (which counts the kernel's file cache;
  * VRANGE_MEMORY_LIMIT does not), a purgeable cache also holds at most a
- * share of the limit, 12% (about 1/8) by default, as if its cache_size
+ * share of the limit, 6% (about 1/16) by default, as if its cache_size
  * were that small: the file cache keeps the same database's pages and only
  * the kernel can reclaim it, so a page held twice leaves no room for
  * another and what neither holds is read from the disk.  A 100 MB database

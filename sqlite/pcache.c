@@ -20,7 +20,6 @@
 
 #define VSQ_RESERVE_DEFAULT 12 /* percent of the limit: about 1/8 */
 #define VSQ_RESERVE_MAX 50
-#define VSQ_SHARE_DEFAULT 12 /* percent of a cgroup limit one cache holds: about 1/8 */
 #define VSQ_SHARE_MAX 100
 #define VSQ_CAP_MIN 32        /* pages: never less under a share */
 #define VSQ_HEADROOM_DIV 4    /* the cache stops growing 1/4 of the limit below the budget */
@@ -126,8 +125,8 @@ static int budget_state(struct vsq_cache *c)
 }
 
 /*
- * The share of a cgroup limit (VRANGE_SQLITE_SHARE percent, 1/8 by
- * default): under a memory limit that counts the kernel's file cache (a
+ * The share of a cgroup limit (VRANGE_SQLITE_SHARE percent, 6 by
+ * default: about 1/16): under a memory limit that counts the kernel's file cache (a
  * cgroup's, not VRANGE_MEMORY_LIMIT's), a purgeable cache holds at most
  * that many bytes of pages, as if cache_size were that small: past it a
  * new page takes the oldest released page's object, and createFlag 1
@@ -138,10 +137,14 @@ static int budget_state(struct vsq_cache *c)
  * twice the memory for one copy of the data, and what neither holds is
  * read from the disk.  Measured on a 100 MB database with a 256 MiB
  * cache_size in a 128 MiB cgroup (VT_BIG_MIB=100 VT_BIG_LIMIT=128
- * tests/test-sqlite --cgroup, release build): no share 6.0-6.3 s (the
+ * tests/test-sqlite --cgroup, release build): no share 5.6-7.2 s (the
  * cache grew to ~80 MB, the file cache squeezed; ORDER BY k alone 1.0 s);
- * 40% 4.6 s; 25% 4.5 s; 12% 3.8-4.0 s; 6% 3.8 s; 1.9-2.3 s unlimited.
- * SQLite's default cache, tuned by hand: 8 MiB 3.3-3.8 s, 48 MiB 4.4 s.
+ * four runs of each, interleaved: 20% 4.2-5.7 s, 12% 4.1-5.0 s, 8%
+ * 3.8-4.3 s, 4% 3.7-4.0 s; 2.0-2.8 s unlimited.  SQLite's default cache
+ * in the cgroup, its cache_size tuned by hand: 2 MiB 3.2-3.9 s, 48 MiB
+ * 4.1-5.5 s.  Smaller is faster for a database that does not fit; a
+ * database that fits lost nothing at 12% (32 MB at 128 MiB: 0.9 s with
+ * or without the share).
  */
 static void cap_update(struct vsq_cache *c)
 {

@@ -76,6 +76,8 @@ struct vsq_page {
 		     /* szExtra bytes follow, 16-byte aligned: base.pExtra */
 };
 
+/* percent of a cgroup limit one cache holds (pcache.c cap_update) */
+#define VSQ_SHARE_DEFAULT 6
 /* the entry's bytes before SQLite's extra */
 #define VSQ_HDR ((sizeof(struct vsq_page) + 15) & ~(size_t)15)
 

@@ -205,7 +205,7 @@ static int child(const char *mode, int fd)
 		/* a cache holds at most its share of a cgroup limit (pcache.c
 		 * cap_update): 90% of it pinned, SQLite is made to spill */
 		const char *e = getenv("VRANGE_SQLITE_SHARE");
-		uint64_t share = limit / 100 * (e ? strtoull(e, NULL, 10) : 12);
+		uint64_t share = limit / 100 * (e ? strtoull(e, NULL, 10) : VSQ_SHARE_DEFAULT);
 		CK(!share || s.refused_share > 0, "SQLite was never made to spill for the share");
 		CK(!share || vsq_peak_bytes() <= share + share / 8,
 		   "a cache held %" PRIu64 " KiB, its share of the limit is %" PRIu64 " KiB",
