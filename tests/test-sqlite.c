@@ -117,16 +117,23 @@ static void check_install_rules(struct vr_ctx *ctx)
 	CK(sqlite3_initialize() == SQLITE_OK);
 	CK(vr_sqlite_pcache_install(ctx) == -EBUSY);
 	CK(sqlite3_shutdown() == SQLITE_OK);
-	CK(setenv("VRANGE_SQLITE_RESERVE", "51", 1) == 0);
-	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
-	CK(unsetenv("VRANGE_SQLITE_RESERVE") == 0);
-	CK(setenv("VRANGE_SQLITE_SHARE", "101", 1) == 0);
-	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
-	CK(setenv("VRANGE_SQLITE_SHARE", "12%", 1) == 0);
-	CK(vr_sqlite_pcache_install(ctx) == -EINVAL);
-	CK(unsetenv("VRANGE_SQLITE_SHARE") == 0);
-	/* NULL: a ctx of its own, gone at sqlite3_shutdown (ASan: no leak) */
+	/* doc/bad-input.md, libvrange-sqlite */
+	static const char *const bad[][2] = {
+		{ "VRANGE_SQLITE_RESERVE", "51" },  { "VRANGE_SQLITE_RESERVE", "-1" },
+		{ "VRANGE_SQLITE_RESERVE", "12%" }, { "VRANGE_SQLITE_SHARE", "101" },
+		{ "VRANGE_SQLITE_SHARE", "12%" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CK(setenv(bad[i][0], bad[i][1], 1) == 0);
+		CK(vr_sqlite_pcache_install(ctx) == -EINVAL, "%s=%s taken", bad[i][0], bad[i][1]);
+		CK(unsetenv(bad[i][0]) == 0);
+	}
+	/* empty: the defaults.  NULL: a ctx of its own, gone at
+	 * sqlite3_shutdown (ASan: no leak) */
+	CK(setenv("VRANGE_SQLITE_RESERVE", "", 1) == 0 &&
+	   setenv("VRANGE_SQLITE_SHARE", "", 1) == 0);
 	CK(vr_sqlite_pcache_install(NULL) == 0);
+	CK(unsetenv("VRANGE_SQLITE_RESERVE") == 0 && unsetenv("VRANGE_SQLITE_SHARE") == 0);
 	struct vsq_stats before, after;
 	vsq_stats_get(&before);
 	sqlite3 *db = vs_open("");
