@@ -202,13 +202,13 @@ static int limit_mode(int argc, char **argv)
 		same[c] = true;
 	for (unsigned i = 0; i < rounds; i++) {
 		for (unsigned c = 0; c < NLCACHES; c++) {
-			char kib[16];
-			snprintf(kib, sizeof(kib), "%u", lcaches[c].kib);
 			VS_CK(setenv("SB_CG", lcaches[c].in_cg ? cg.dir : "", 1) == 0, "setenv");
-			if (lcaches[c].kib)
+			unsetenv("VT_BIG_CACHE_KIB");
+			if (lcaches[c].kib) {
+				char kib[16];
+				snprintf(kib, sizeof(kib), "%u", lcaches[c].kib);
 				VS_CK(setenv("VT_BIG_CACHE_KIB", kib, 1) == 0, "setenv");
-			else
-				unsetenv("VT_BIG_CACHE_KIB");
+			}
 			struct vs_run *out = c == 0 && i == 0 ? &ref : &r;
 			t[c][i] =
 				run_as(lcaches[c].name, lcaches[c].kind, 1, out, lcaches[c].in_cg);
@@ -274,8 +274,7 @@ int main(int argc, char **argv)
 			struct vs_run *out = c == 0 && i == 0 ? &ref : &r;
 			t[c][i] = run(c, scale, out);
 			if (out == &r)
-				same[c] = same[c] && r.n == ref.n &&
-					  memcmp(r.h, ref.h, r.n * sizeof(*r.h)) == 0;
+				same[c] = same[c] && same_as(&r, &ref);
 		}
 	}
 	printf("sqlite-bench: %u rounds, scale %u, %zu queries per run\n", rounds, scale, ref.n);

@@ -128,10 +128,10 @@ static int budget_state(struct vsq_cache *c)
  * The share of a cgroup limit (VRANGE_SQLITE_SHARE percent, 6 by
  * default: about 1/16): under a memory limit that counts the kernel's
  * file cache (a cgroup's, not VRANGE_MEMORY_LIMIT's), a purgeable cache
- * holds at most that many bytes of pages, as if cache_size were that small: past it a
- * new page takes the oldest released page's object, and createFlag 1
- * answers "no page" once 90% of it is pinned, so SQLite spills dirty
- * pages early.  The file cache holds the same database's pages (every
+ * holds at most that many bytes of pages, as if cache_size were that
+ * small: past it a new page takes the oldest released page's object, and
+ * createFlag 1 answers "no page" once 90% of it is pinned, so SQLite
+ * spills dirty pages early.  The file cache holds the same database's pages (every
  * page this cache reads passes through it), and only the kernel can
  * reclaim it: a page this cache holds is a page the file cache cannot,
  * twice the memory for one copy of the data, and what neither holds is
