@@ -26,8 +26,9 @@
  * VRANGE_SQLITE_RESERVE=PERCENT (0..50, read by the install call) sets the
  * reserve in percent of the limit; 0 turns this policy off.
  *
- * Under a cgroup memory limit (which counts the kernel's file cache;
- * VRANGE_MEMORY_LIMIT does not), a purgeable cache also holds at most a
+ * Under a cgroup memory limit (vr_ctx_memory_limit_scope() returns
+ * VR_LIMIT_CGROUP: the limit counts the kernel's file cache;
+ * VRANGE_MEMORY_LIMIT's does not), a purgeable cache also holds at most a
  * share of the limit, 6% (about 1/16) by default, as if its cache_size
  * were that small: the file cache keeps the same database's pages and only
  * the kernel can reclaim it, so a page held twice leaves no room for

@@ -390,6 +390,43 @@ unsigned vr_ctx_monitor_sources(struct vr_ctx *ctx);
  */
 uint64_t vr_ctx_memory_limit(struct vr_ctx *ctx);
 
+/**
+ * enum vr_limit_scope - what the memory usage held against a limit counts
+ * @VR_LIMIT_NONE: no limit is watched
+ * @VR_LIMIT_CGROUP: a cgroup's limit: the usage is the cgroup's, all its
+ *	processes, less the file cache the kernel can reclaim.  The
+ *	file cache lives in the same limit: bytes a cache keeps volatile
+ *	there leave that much less room for the kernel's cache of files
+ * @VR_LIMIT_PROCESS: VRANGE_MEMORY_LIMIT=BYTES: this process's own memory
+ *	(RssAnon + RssShmem); the file cache and other processes do not count
+ *
+ * Since: 0.3
+ */
+enum vr_limit_scope {
+	VR_LIMIT_NONE = 0,
+	VR_LIMIT_CGROUP = 1,
+	VR_LIMIT_PROCESS = 2,
+};
+
+/**
+ * vr_ctx_memory_limit_scope - whose memory the watched limit counts
+ * @ctx: the context
+ *
+ * Tells how to read vr_ctx_memory_limit(): a cache that holds copies of
+ * file data (a database's page cache) competes with the kernel's own
+ * cache of that file under a VR_LIMIT_CGROUP limit, and may want to hold
+ * less than the budget allows; under VR_LIMIT_PROCESS it does not.
+ * Follows the limit as vr_ctx_memory_limit() does (within a second of a
+ * change); 0 exactly when vr_ctx_memory_limit() returns 0, except for the
+ * instant between the two loads of a change.
+ *
+ * Returns: an enum vr_limit_scope: VR_LIMIT_NONE for NULL, no monitor or
+ * no limit.
+ * Since: 0.3
+ * Context: lock-free.
+ */
+int vr_ctx_memory_limit_scope(struct vr_ctx *ctx);
+
 /* ---------------------------------------------------------------------- */
 /* regions                                                                 */
 

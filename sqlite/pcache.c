@@ -127,7 +127,8 @@ static int budget_state(struct vsq_cache *c)
 /*
  * The share of a cgroup limit (VRANGE_SQLITE_SHARE percent, 6 by
  * default: about 1/16): under a memory limit that counts the kernel's
- * file cache (a cgroup's, not VRANGE_MEMORY_LIMIT's), a purgeable cache
+ * file cache (vr_ctx_memory_limit_scope() VR_LIMIT_CGROUP, not
+ * VRANGE_MEMORY_LIMIT's VR_LIMIT_PROCESS), a purgeable cache
  * holds at most that many bytes of pages, as if cache_size were that
  * small: past it a new page takes the oldest released page's object, and
  * createFlag 1 answers "no page" once 90% of it is pinned, so SQLite
@@ -149,7 +150,10 @@ static int budget_state(struct vsq_cache *c)
  */
 static void cap_update(struct vsq_cache *c)
 {
+	/* only a limit that counts the file cache (VR_LIMIT_CGROUP) */
 	uint64_t limit = g.share && c->purgeable ? vr_ctx_memory_limit(c->ctx) : 0;
+	if (limit && vr_ctx_memory_limit_scope(c->ctx) != VR_LIMIT_CGROUP)
+		limit = 0;
 	uint64_t pages = limit / 100 * g.share / c->sz_page;
 	if (pages < VSQ_CAP_MIN)
 		pages = VSQ_CAP_MIN;
@@ -437,11 +441,6 @@ __attribute__((visibility("default"))) int vr_sqlite_pcache_install(struct vr_ct
 	int share = percent_from_env("VRANGE_SQLITE_SHARE", VSQ_SHARE_DEFAULT, VSQ_SHARE_MAX);
 	if (reserve < 0 || share < 0)
 		return -EINVAL;
-	/* VRANGE_MEMORY_LIMIT limits the process's own memory: the file
-	 * cache is not in it (cap_update) */
-	const char *proc = getenv("VRANGE_MEMORY_LIMIT");
-	if (proc && *proc)
-		share = 0;
 	struct vr_ctx *own = NULL;
 	if (!ctx) {
 		int rc = vr_ctx_new(0, &own);

@@ -429,3 +429,8 @@ _export_ uint64_t vr_ctx_memory_limit(struct vr_ctx *c)
 {
 	return live(c) ? atomic_load(&c->memory_limit) : 0;
 }
+
+_export_ int vr_ctx_memory_limit_scope(struct vr_ctx *c)
+{
+	return live(c) ? atomic_load(&c->memory_limit_scope) : VR_LIMIT_NONE;
+}

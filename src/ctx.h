@@ -61,8 +61,9 @@ struct vr_ctx {
 	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
 
 	/* S34, written by the monitor's limit watcher (monitor-limit.c) */
-	_Atomic size_t budget;         /* 0 = none; else keep volatile bytes <= it */
-	_Atomic uint64_t memory_limit; /* the limit watched, 0 = none */
+	_Atomic size_t budget;          /* 0 = none; else keep volatile bytes <= it */
+	_Atomic uint64_t memory_limit;  /* the limit watched, 0 = none */
+	_Atomic int memory_limit_scope; /* enum vr_limit_scope of that limit */
 	_Atomic uint64_t limit_events, limit_purges, limit_latency_ns;
 	_Atomic uint64_t limit_usage, limit_file; /* A3: usage counted, cache left out */
 };

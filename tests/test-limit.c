@@ -84,10 +84,17 @@ static int child_main(uint64_t expect_limit)
 		if (vr_ctx_new(0, &c[j]) < 0 ||
 		    vr_region_new(c[j], "vt-limit", n / nctx * STRIDE, 0, &r[j]) < 0)
 			return 5;
+		/* the override counts this process's memory, a cgroup's limit
+		 * the cgroup's (vr_ctx_memory_limit_scope) */
+		int scope = getenv("VRANGE_MEMORY_LIMIT") ? VR_LIMIT_PROCESS : VR_LIMIT_CGROUP;
 		if (vr_ctx_memory_limit(c[j]) != expect_limit ||
+		    vr_ctx_memory_limit_scope(c[j]) != scope ||
 		    !(vr_ctx_monitor_sources(c[j]) & (1u << VR_MONITOR_LIMIT))) {
-			fprintf(stderr, "limit %" PRIu64 " (expected %" PRIu64 "), sources %#x\n",
+			fprintf(stderr,
+				"limit %" PRIu64 " (expected %" PRIu64 "), scope %d (expected %d), "
+				"sources %#x\n",
 				vr_ctx_memory_limit(c[j]), expect_limit,
+				vr_ctx_memory_limit_scope(c[j]), scope,
 				vr_ctx_monitor_sources(c[j]));
 			return 4;
 		}

@@ -404,9 +404,11 @@ static void test_memory_limit_env(void **state)
 	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
 	assert_int_equal(vr_ctx_monitor_sources(c), 0);
 	assert_true(vr_ctx_memory_limit(c) == 0);
+	assert_int_equal(vr_ctx_memory_limit_scope(c), VR_LIMIT_NONE);
 	vr_ctx_destroy(c);
 	assert_int_equal(vr_ctx_monitor_sources(NULL), 0);
 	assert_true(vr_ctx_memory_limit(NULL) == 0);
+	assert_int_equal(vr_ctx_memory_limit_scope(NULL), VR_LIMIT_NONE);
 	clear_env();
 }
 
@@ -421,6 +423,7 @@ static void test_budget_enforced_by_mark(void **state)
 	struct vr_region *r;
 	assert_int_equal(vr_ctx_new(0, &c), 0);
 	assert_true(vr_ctx_memory_limit(c) == 4096);
+	assert_int_equal(vr_ctx_memory_limit_scope(c), VR_LIMIT_PROCESS);
 	assert_true(vr_ctx_stat(c, VR_STAT_BUDGET) == 1);
 	size_t pg = vt_pg();
 	assert_int_equal(vr_region_new(c, "budget", 64 * pg, 0, &r), 0);

@@ -182,7 +182,9 @@ static int child(const char *mode, int fd)
 		CK(pthread_detach(tracer) == 0);
 	}
 	if (strcmp(mode, "spill") == 0)
-		CK(vr_ctx_memory_limit(ctx) > 0, "VRANGE_MEMORY_LIMIT not taken");
+		CK(vr_ctx_memory_limit(ctx) > 0 &&
+			   vr_ctx_memory_limit_scope(ctx) == VR_LIMIT_PROCESS,
+		   "VRANGE_MEMORY_LIMIT not taken (scope %d)", vr_ctx_memory_limit_scope(ctx));
 	struct purger pg = { .ctx = ctx };
 	pthread_t th;
 	if (strcmp(mode, "purge") == 0)
@@ -208,7 +210,9 @@ static int child(const char *mode, int fd)
 	}
 	if (big && ours && getenv("VT_SQLITE_CG")) {
 		uint64_t limit = vr_ctx_memory_limit(ctx);
-		CK(limit > 0, "no memory limit seen in the cgroup");
+		CK(limit > 0 && vr_ctx_memory_limit_scope(ctx) == VR_LIMIT_CGROUP,
+		   "no cgroup memory limit seen in the cgroup (scope %d)",
+		   vr_ctx_memory_limit_scope(ctx));
 		/* a cache holds at most its share of a cgroup limit (pcache.c
 		 * cap_update): 90% of it pinned, SQLite is made to spill */
 		const char *e = getenv("VRANGE_SQLITE_SHARE");

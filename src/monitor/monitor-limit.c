@@ -375,6 +375,7 @@ static bool limit_apply(struct vr_monitor *m, uint64_t limit, int kind, char *wh
 		l->plan = (struct mon_limit_plan){ 0 };
 		atomic_store(&c->budget, 0);
 		atomic_store(&c->memory_limit, 0);
+		atomic_store(&c->memory_limit_scope, VR_LIMIT_NONE);
 		atomic_store(&c->limit_usage, 0);
 		atomic_store(&c->limit_file, 0);
 		atomic_fetch_and(&c->monitor_sources, ~(1u << VR_MONITOR_LIMIT));
@@ -386,6 +387,7 @@ static bool limit_apply(struct vr_monitor *m, uint64_t limit, int kind, char *wh
 		l->usage = 0;
 	l->interval = 0;
 	publish_budget(m, l->usage);
+	atomic_store(&c->memory_limit_scope, l->own ? VR_LIMIT_PROCESS : VR_LIMIT_CGROUP);
 	atomic_store(&c->memory_limit, limit);
 	atomic_fetch_or(&c->monitor_sources, 1u << VR_MONITOR_LIMIT);
 	vr_dbg("monitor: limit %" PRIu64 " (%s%s%s), usage %" PRIu64 " (%s: %" PRIu64
@@ -431,6 +433,7 @@ static void limit_close(struct vr_monitor *m)
 	*l = (struct mon_limit){ .usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1 };
 	atomic_store(&m->ctx->budget, 0);
 	atomic_store(&m->ctx->memory_limit, 0);
+	atomic_store(&m->ctx->memory_limit_scope, VR_LIMIT_NONE);
 }
 
 /* the limit itself may change (written, removed, set on an ancestor):
