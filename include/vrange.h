@@ -980,6 +980,29 @@ struct vr_obj *vr_obj_of(const void *addr);
 int vr_obj_unpin(struct vr_obj *o);
 
 /**
+ * vr_obj_unpin_many - make several objects volatile in one call
+ * @objs: the objects (of any groups and ctxs)
+ * @n: how many
+ *
+ * vr_obj_unpin() of each of @objs[0 .. @n), as at one instant: the objects
+ * take one age, so a purge takes them before anything unpinned later and
+ * after anything unpinned earlier, in any order among themselves.  It
+ * reads the clock once and settles each group's gauges and limits once per
+ * run of consecutive objects of that group, where @n calls of
+ * vr_obj_unpin() would do each @n times: for a cache that releases
+ * objects in batches (measured in doc/benchmarks.md).  An object that
+ * cannot be unpinned (NULL, inherited over fork, -EDEADLK as for
+ * vr_obj_unpin) is left as it was and the others are still unpinned;
+ * unpinned objects stay as they are.
+ *
+ * Returns: 0, or the first error any object or limit gave; -EINVAL for
+ * @objs NULL with @n > 0.
+ * Since: 0.3
+ * Context: as vr_obj_unpin().
+ */
+int vr_obj_unpin_many(struct vr_obj *const *objs, size_t n);
+
+/**
  * vr_obj_pin - make an object non-volatile again
  * @o: the object
  *

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "vrange.h"
+#include "base/age.h"
 #include "base/inject.h"
 #include "base/lock.h"
 #include "base/log.h"
@@ -320,6 +321,41 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 	size_t glimit = 0;
 	int err = vr_obj_unpin_unit(o, &os, &glimit);
 	return err < 0 || !os ? err : enforce_limit(vr_objs_ctx(os), os, glimit);
+}
+
+_export_ int vr_obj_unpin_many(struct vr_obj *const *objs, size_t n)
+{
+	if (!objs)
+		return n ? -EINVAL : 0;
+	/* one age for all (vr_obj_unpin_at), the gauges and the limits
+	 * settled once per run of objects of one group */
+	uint64_t last = 0, t = n ? vr_age_after(&last) : 0;
+	struct vr_objs *run = NULL;
+	size_t run_bytes = 0;
+	int first = 0;
+	for (size_t i = 0; i <= n; i++) {
+		struct vr_objs *os = NULL;
+		size_t bytes = 0;
+		if (i < n) {
+			int err = vr_obj_unpin_at(objs[i], t, &os, &bytes);
+			if (err < 0 && !first)
+				first = err;
+			if (!os || os == run) {
+				run_bytes += bytes;
+				continue;
+			}
+		}
+		if (run) {
+			size_t glimit;
+			vr_obj_unpinned(run, run_bytes, &glimit);
+			int err = enforce_limit(vr_objs_ctx(run), run, glimit);
+			if (err < 0 && !first)
+				first = err;
+		}
+		run = os;
+		run_bytes = bytes;
+	}
+	return first;
 }
 
 static bool live(const struct vr_ctx *c)

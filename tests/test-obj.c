@@ -397,6 +397,62 @@ static void test_limit_at_unpin(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* vr_obj_unpin_many: each unpinned, as at one instant in the LRU, the
+ * gauges of each group, the ctx's limit, errors per object */
+static void test_unpin_many(void **state)
+{
+	(void)state;
+	struct vr_ctx *c = ctx_new();
+	size_t pg = vt_pg();
+	assert_int_equal(vr_obj_unpin_many(NULL, 0), 0);
+	assert_int_equal(vr_obj_unpin_many(NULL, 1), -EINVAL);
+	struct vr_group *g;
+	assert_int_equal(vr_group_new(c, 4, &g), 0);
+	struct vr_obj *o[6];
+	for (int i = 0; i < 6; i++) {
+		if (i % 2)
+			assert_int_equal(vr_obj_new_in(g, pg, 0, 0, &o[i]), 0);
+		else
+			o[i] = obj_new(c, pg);
+		memset(vr_obj_ptr(o[i]), 'a' + i, pg);
+	}
+	/* order: o0, then {o1 o2 o3} at once (a NULL among them), then o4 */
+	assert_int_equal(vr_obj_unpin(o[0]), 0);
+	struct vr_obj *batch[] = { o[1], o[2], NULL, o[3], o[0] /* unpinned: unchanged */ };
+	assert_int_equal(vr_obj_unpin_many(batch, VT_ARRAY(batch)), -EINVAL);
+	assert_int_equal(vr_obj_unpin(o[4]), 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(vr_obj_status(o[i]), VR_STATE_VOLATILE);
+	assert_int_equal(vr_obj_status(o[5]), 0);
+	assert_int_equal(st(c, VR_STAT_VOLATILE_BYTES), 5 * pg);
+	assert_int_equal(vr_group_stat(g, VR_STAT_VOLATILE_BYTES), 2 * pg);
+	assert_int_equal(vr_group_stat(vr_ctx_group(c), VR_STAT_VOLATILE_BYTES), 3 * pg);
+	/* o0 (not rejuvenated by the batch) first, the batch next, o4 last */
+	assert_int_equal(vr_ctx_purge(c, 1), (ssize_t)pg);
+	assert_int_equal(vr_obj_status(o[0]), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	assert_int_equal(vr_ctx_purge(c, 3 * pg), (ssize_t)(3 * pg));
+	for (int i = 1; i <= 3; i++)
+		assert_int_equal(vr_obj_status(o[i]), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	assert_int_equal(vr_obj_status(o[4]), VR_STATE_VOLATILE);
+	assert_int_equal(vr_obj_pin(o[4]), VR_INTACT);
+	for (size_t k = 0; k < pg; k++)
+		assert_int_equal(((unsigned char *)vr_obj_ptr(o[4]))[k], 'e');
+	/* the ctx's limit holds when the call returns */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(vr_obj_pin(o[i]), VR_PURGED);
+	assert_int_equal(vr_ctx_set_limit(c, 2 * pg), 0);
+	assert_int_equal(vr_obj_unpin_many(o, 6), 0);
+	assert_true(st(c, VR_STAT_VOLATILE_BYTES) <= 2 * pg);
+	int purged = 0;
+	for (int i = 0; i < 6; i++) {
+		int stt = vr_obj_status(o[i]);
+		assert_true(stt & VR_STATE_VOLATILE);
+		purged += !!(stt & VR_STATE_PURGED);
+	}
+	assert_int_equal(purged, 4);
+	vr_ctx_destroy(c);
+}
+
 /* pressure and the pressure call take objects too */
 static void test_pressure(void **state)
 {
@@ -914,6 +970,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_lru_with_ranges),
 		cmocka_unit_test(test_page_age_after_free),
 		cmocka_unit_test(test_limit_at_unpin),
+		cmocka_unit_test(test_unpin_many),
 		cmocka_unit_test(test_pressure),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_footprint),

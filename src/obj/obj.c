@@ -183,7 +183,7 @@ static void wait_zeroed(struct vr_obj *o, uint64_t *s)
 	}
 }
 
-int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit)
+int vr_obj_unpin_at(struct vr_obj *o, uint64_t t, struct vr_objs **owner, size_t *bytes)
 {
 	uint64_t s;
 	int err = check_obj(o, &s);
@@ -192,7 +192,6 @@ int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit)
 	struct vr_objs *os = obj_objs(o, s);
 	if (_unlikely_(vr_tls_held.n) && vr_held(&os->logs[vr_obj_log_index()].lock))
 		return -EDEADLK; /* a signal handler interrupted this thread's append */
-	uint64_t last = 0, t = vr_age_after(&last);
 	uint64_t rel = (t - os->age_base) << OS_AGE_SHIFT;
 	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
 	bool large = s & OS_LARGE;
@@ -226,10 +225,25 @@ int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit)
 				atomic_fetch_and(&p[i].pw, ~PG_QUEUED);
 		}
 	}
-	obj_gauge(os, vr_obj_log_index(), false, (int64_t)obj_size(o));
 	*owner = os;
-	*glimit = atomic_load_explicit(&os->limit, memory_order_relaxed);
+	*bytes = obj_size(o);
 	return 0;
+}
+
+void vr_obj_unpinned(struct vr_objs *os, size_t bytes, size_t *glimit)
+{
+	obj_gauge(os, vr_obj_log_index(), false, (int64_t)bytes);
+	*glimit = atomic_load_explicit(&os->limit, memory_order_relaxed);
+}
+
+int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit)
+{
+	uint64_t last = 0;
+	size_t bytes = 0;
+	int err = vr_obj_unpin_at(o, vr_age_after(&last), owner, &bytes);
+	if (err == 0 && *owner)
+		vr_obj_unpinned(*owner, bytes, glimit);
+	return err;
 }
 
 static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)

@@ -127,6 +127,14 @@ uint64_t vr_objs_stat(struct vr_objs *os, enum vr_stat which) _nonnull_();
  * *owner is set to the object's group and *glimit to its limit when
  * bytes became volatile */
 int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit) _nonnull_(2, 3);
+/* its two steps, for vr_obj_unpin_many: unpin @o with age @t (one
+ * stamp, vr_age_after, for a whole batch): 0 with *owner its group and
+ * *bytes its size when it was pinned, 0 with *owner untouched when it was
+ * not, or -errno (nothing changed); then, once per group, the bytes made
+ * volatile added to the gauges, *glimit the group's limit */
+int vr_obj_unpin_at(struct vr_obj *o, uint64_t t, struct vr_objs **owner, size_t *bytes)
+	_nonnull_(3, 4);
+void vr_obj_unpinned(struct vr_objs *os, size_t bytes, size_t *glimit) _nonnull_();
 uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
 /* the object LRU of a group as purge sources (ctx->purge_lock held): the
  * logs 0 .. VR_OBJ_NLOG - 1 and the requeue heap, source VR_OBJ_NLOG,
