@@ -72,7 +72,7 @@ void vsq_lru_push(struct vsq_cache *c, struct vsq_page *p)
 		if (!c->lru_hot)
 			c->lru_hot = p;
 		if (++c->n_hot > c->hot_max)
-			vsq_cool(c, c->hot_max);
+			vsq_cool(c, c->hot_max - c->hot_max / VSQ_COOL_DIV);
 	}
 }
 
@@ -95,20 +95,33 @@ void vsq_lru_del(struct vsq_cache *c, struct vsq_page *p)
 	p->lprev = p->lnext = NULL;
 }
 
-/* unpins the oldest hot pages until at most @keep are hot; a page whose
- * object cannot be unpinned is dropped (it is clean: SQLite reads it again) */
+/* unpins the oldest hot pages until at most @keep are hot, several in one
+ * vr_obj_unpin_many() (one clock read, the gauges and the limit settled
+ * once); a page whose object cannot be unpinned is dropped (it is clean:
+ * SQLite reads it again) */
 void vsq_cool(struct vsq_cache *c, unsigned keep)
 {
 	while (c->n_hot > keep) {
-		struct vsq_page *p = c->lru_hot;
-		p->hot = false;
-		c->n_hot--;
-		c->lru_hot = p->lnext;
-		c->st.unpins++;
-		if (vr_obj_unpin(p->obj) < 0)
-			vsq_page_free(c, p);
-		else
-			p->vol = true;
+		struct vsq_page *pg[VSQ_COOL_MAX];
+		struct vr_obj *o[VSQ_COOL_MAX];
+		unsigned n = 0;
+		for (; n < VSQ_COOL_MAX && c->n_hot > keep; n++) {
+			struct vsq_page *p = c->lru_hot;
+			p->hot = false;
+			c->n_hot--;
+			c->lru_hot = p->lnext;
+			pg[n] = p;
+			o[n] = p->obj;
+		}
+		c->st.unpins += n;
+		bool failed = vr_obj_unpin_many(o, n) < 0;
+		for (unsigned i = 0; i < n; i++) {
+			/* on an error, each object says whether it was unpinned */
+			if (failed && !(vr_obj_status(o[i]) & VR_STATE_VOLATILE))
+				vsq_page_free(c, pg[i]);
+			else
+				pg[i]->vol = true;
+		}
 	}
 }
 
