@@ -165,6 +165,7 @@ void bench_canary_pair(const char *scen); /* s-markpair.c */
 void bench_mutex_pair(const char *scen);  /* s-markpair.c */
 void bench_floor_mutex(const char *scen); /* s-floors.c */
 void bench_floor_cas(const char *scen);   /* s-floors.c */
+void bench_floor_stamp(const char *scen); /* s-floors.c */
 struct vr_ctx;
 /* s-objpair.c: n objects of size bytes, random and hot pin+unpin pairs */
 void bench_obj_pairs(const char *scen, size_t n, size_t size, const char *tag);

@@ -57,6 +57,42 @@ void bench_floor_cas(const char *scen)
 	samples_free(&s);
 }
 
+/* the floor of an intact pin+unpin pair that keeps an exact LRU order
+ * (src/base/age.c): one ordered clock read (the age stamp, vDSO) and one
+ * compare-and-swap each for the pin and the unpin; and the clock alone */
+void bench_floor_stamp(const char *scen)
+{
+	uint64_t word = 0, sink = 0;
+	struct samples s = { 0 }, c = { 0 };
+	size_t nsamp = BY_MODE(200, 1000, 5000), batch = 1000;
+	for (size_t i = 0; i < nsamp; i++) {
+		uint64_t t0 = now_ns();
+		for (size_t j = 0; j < batch; j++) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			sink += (uint64_t)ts.tv_nsec;
+		}
+		uint64_t t1 = now_ns();
+		for (size_t j = 0; j < batch; j++) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t e = word;
+			__atomic_compare_exchange_n(&word, &e, e + 1, false, __ATOMIC_ACQ_REL,
+						    __ATOMIC_RELAXED);
+			e = word;
+			__atomic_compare_exchange_n(&word, &e, e + (uint64_t)ts.tv_nsec, false,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		}
+		samples_add(&c, (double)(t1 - t0) / (double)batch);
+		samples_add(&s, (double)(now_ns() - t1) / (double)batch);
+	}
+	CHECK(sink != 1 && word != 0);
+	emit_samples(scen, "clock-monotonic", &c, "ns");
+	emit_samples(scen, "hot-pair-floor", &s, "ns");
+	samples_free(&c);
+	samples_free(&s);
+}
+
 static void bench_syscall(void)
 {
 	struct samples s = { 0 };
@@ -162,6 +198,7 @@ int run_floors(void)
 {
 	bench_floor_mutex(SCEN);
 	bench_floor_cas(SCEN);
+	bench_floor_stamp(SCEN);
 	bench_syscall();
 	bench_punch(64 * KiB, "punch-64k", "punch-64k-bw");
 	bench_punch(2 * MiB, "punch-2m", "punch-2m-bw");

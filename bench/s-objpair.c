@@ -8,7 +8,9 @@
  * 10^3 and 10^6 of 64 KiB (10^7 x 64 KiB would be 640 GiB of address
  * space and 10^7 page-map entries per GiB: left out).  Object memory is
  * never written (the memfd stays sparse), so the pair pays for the
- * object's metadata only, as it should.  "hot" repeats one object.  In
+ * object's metadata only, as it should.  "hot" repeats one object;
+ * "hot-many" pins 16 objects and unpins them with one vr_obj_unpin_many
+ * (per object: what a cache that releases in batches pays).  In
  * the same run: two uncontended mutex lock+unlock (the floor) and the
  * MADV_FREE canary pair (Chromium's discardable memory on Linux).
  *
@@ -83,6 +85,23 @@ static void pair_batch(struct vr_obj **o, size_t n, uint64_t *rng, bool hot)
 	}
 }
 
+/* "hot-many": HOT_MANY objects pinned one by one, then unpinned by one
+ * vr_obj_unpin_many() (one age, gauges and limit settled once), as a
+ * cache releasing a batch; BATCH pins and unpins per call */
+#define HOT_MANY 16
+static void pair_batch_many(struct vr_obj **o, size_t n)
+{
+	struct vr_obj **x = &o[n / 2 - HOT_MANY / 2];
+	for (size_t j = 0; j < BATCH; j += HOT_MANY) {
+		for (size_t k = 0; k < HOT_MANY; k++)
+			if (vr_obj_pin(x[k]) != VR_INTACT)
+				die("object pair: pin not intact");
+		int rc = vr_obj_unpin_many(x, HOT_MANY);
+		if (rc != 0)
+			die("object pair: vr_obj_unpin_many %d", rc);
+	}
+}
+
 #define MAX_GROUPS 8
 
 /* also used by s-wall.c, which reports under its own scenario name;
@@ -140,15 +159,21 @@ void bench_obj_pairs_in(const char *scen, size_t n, size_t size, const char *tag
 		samples_free(&f);
 		CHECK(sink != 1); /* keeps the loads */
 	}
-	for (int hot = 0; hot <= 1; hot++) {
+	for (int hot = 0; hot <= 2; hot++) {
 		struct samples s = { 0 };
-		pair_batch(o, n, &rng, hot); /* warm-up */
-		for (size_t i = 0; i < nsamp; i++) {
+		for (size_t i = 0; i <= nsamp; i++) { /* the first: warm-up */
 			uint64_t t = now_ns();
-			pair_batch(o, n, &rng, hot);
-			samples_add(&s, (double)(now_ns() - t) / BATCH);
+			if (hot == 2)
+				pair_batch_many(o, n);
+			else
+				pair_batch(o, n, &rng, hot);
+			if (i)
+				samples_add(&s, (double)(now_ns() - t) / BATCH);
 		}
-		snprintf(name, sizeof(name), "obj-pair-%s%s", tag, hot ? "-hot" : "");
+		snprintf(name, sizeof(name), "obj-pair-%s%s", tag,
+			 hot == 2 ? "-hot-many"
+			 : hot    ? "-hot"
+				  : "");
 		emit_samples(scen, name, &s, "ns");
 		samples_free(&s);
 	}

@@ -87,6 +87,7 @@ int run_wall(const char *style)
 	bench_floor_mutex(SCEN);
 	bench_mutex_pair(SCEN);
 	bench_floor_cas(SCEN);
+	bench_floor_stamp(SCEN);
 	/* smoke: 10^3, 10^4; quick: 10^3, 10^6; full: 10^3, 10^6, 10^7 */
 	static const char *const tags[] = { "1e3", "1e4", "1e6", "1e7" };
 	static const size_t sizes[] = { 1000, 10000, 1000000, 10000000 };

@@ -13,9 +13,11 @@
 # speedtest1 options default to: --size 100 --nosync --verify; the
 # database is in $TMPDIR (default /dev/shm, so that disk writes do not
 # swamp the cache's cost).
-# Prints per round each cache's CPU time (user+sys) and wall time, then
-# the medians and minima and the ratios vrange/default (the minimum is
-# the run least disturbed by other processes), and whether speedtest1's
+# Prints per round each cache's CPU time (user+sys) and wall time (the
+# order of the two alternates from round to round), then the medians and
+# minima and the ratios vrange/default (the minimum is the run least
+# disturbed by other processes), the median and quartiles of the ratio
+# within each round, and whether speedtest1's
 # verification hashes (a hash of every query result) are identical.
 # Nothing is asserted about time: exit 1 only when the hashes differ or a
 # run fails, 77 when speedtest1.c cannot be found.
@@ -74,7 +76,10 @@ median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a
 declare -A cpu wall hash
 printf '%-6s %-8s %8s %8s  %s\n' round cache cpu_s wall_s hash
 for ((i = 1; i <= rounds; i++)); do
-	for c in default vrange; do
+	# the order alternates, so that neither cache always runs second
+	order="default vrange"
+	((i % 2)) || order="vrange default"
+	for c in $order; do
 		read -r c_cpu c_wall c_hash < <(run $c)
 		printf '%-6s %-8s %8s %8s  %s\n' "$i" "$c" "$c_cpu" "$c_wall" "$c_hash"
 		cpu[$c]+="$c_cpu "
@@ -96,6 +101,13 @@ for k in cpu wall; do
 			-v k="$k" -v f="$f" 'BEGIN{printf "ratio vrange/default (%s, %ss): %.3f\n", k, f, v/d}'
 	done
 done
+# the ratio within each round (the two runs a few seconds apart share
+# most of the machine's moods), its median and quartiles over the rounds
+paste <(tr ' ' '\n' <<<"${cpu[vrange]}" | grep .) <(tr ' ' '\n' <<<"${cpu[default]}" | grep .) |
+	awk '{print $1 / $2}' | sort -n |
+	awk '{a[NR]=$1} END{m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2;
+		printf "ratio vrange/default (cpu, median of %d same-round ratios): %.3f (quartiles %.3f-%.3f)\n",
+		NR, m, a[int((NR+3)/4)], a[int((3*NR+3)/4)]}'
 if [ "$(tr ' ' '\n' <<<"${hash[default]} ${hash[vrange]}" | grep . | sort -u | wc -l)" = 1 ]; then
 	echo "results: identical (speedtest1 verification hash)"
 else

@@ -412,6 +412,20 @@ static void derive_wall(void)
 			  "wall: hot object pair / two mutex pairs, %s", b);
 		add_ratio(med(S, "obj-pair-1e3-hot", b) / med(S, "cas", b), "x", NULL, 0, 0,
 			  "wall: hot object pair / CAS, %s", b);
+		/* the floor with an exact age stamp (s-floors.c), and the
+		 * batch call that reads the clock once for 16 objects */
+		double hf = med(S, "hot-pair-floor", b);
+		add_ratio(hf, "ns", NULL, 0, 0, "wall: floor: ordered clock + 2 CAS, %s", b);
+		add_ratio(hf / mutex2, "x", NULL, 0, 0,
+			  "wall: floor: ordered clock + 2 CAS / two mutex pairs, %s", b);
+		add_ratio(med(S, "obj-pair-1e3-hot", b) / hf, "x", NULL, 0, 0,
+			  "wall: hot object pair / its floor (clock + 2 CAS), %s", b);
+		add_ratio(med(S, "obj-pair-1e3-hot-many", b) / mutex2, "x", NULL, 0, 0,
+			  "wall: hot pair, 16 unpinned per vr_obj_unpin_many / two mutex pairs, %s",
+			  b);
+		/* what 10^7 / 10^6 costs any handle API: a random handle read */
+		add_ratio(med(S, "handle-read-floor-1e7", b) / med(S, "handle-read-floor-1e6", b),
+			  "x", NULL, 0, 0, "wall: floor: handle read 10^7 / 10^6, %s", b);
 		add_ratio(med(S, "obj-meta-bytes-1e6", b), "B", "<= 64", -1, 64,
 			  "wall: metadata per 256-byte object, 10^6, %s", b);
 		add_ratio(med(S, "vr-heap-per-range-1e6", b), "B", "<= 64", -1, 64,
