@@ -66,18 +66,20 @@
 
 /* in the side-car of its object (zeroed when the object is made) */
 struct vsq_page {
-	sqlite3_pcache_page base;       /* first: SQLite hands this pointer back */
-	struct vr_obj *obj;             /* the page buffer (base.pBuf) */
-	struct vsq_page *hnext;         /* hash chain, or the spare list */
+	sqlite3_pcache_page base; /* first: SQLite hands this pointer back */
+	/* what a lookup reads (key, pinned, hnext) in the side-car's first
+	 * cache line, with base, which SQLite reads for the page it finds */
+	unsigned key;
+	bool pinned;            /* held by SQLite: between xFetch and xUnpin */
+	bool vol;               /* the object is unpinned (volatile) */
+	bool hot;               /* released, object still pinned: one of the n_hot youngest */
+	bool spare;             /* not in the table: on the spare list */
+	struct vsq_page *hnext; /* hash chain, or the spare list */
+	struct vr_obj *obj;     /* the page buffer (base.pBuf) */
 	struct vsq_page *lprev, *lnext; /* the cache's LRU, while not pinned */
 	struct vsq_page *qprev, *qnext; /* the purge queue: under qlock */
-	unsigned key;
-	bool pinned; /* held by SQLite: between xFetch and xUnpin */
-	bool vol;    /* the object is unpinned (volatile) */
-	bool hot;    /* released, object still pinned: one of the n_hot youngest */
-	bool spare;  /* not in the table: on the spare list */
-	bool queued; /* on the purge queue: under qlock */
-		     /* szExtra bytes follow, 16-byte aligned: base.pExtra */
+	bool queued;                    /* on the purge queue: under qlock */
+					/* szExtra bytes follow, 16-byte aligned: base.pExtra */
 };
 
 /* hot pages cooled at a time: hot_max / VSQ_COOL_DIV once there are more
