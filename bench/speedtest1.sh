@@ -13,25 +13,31 @@
 # speedtest1 options default to: --size 100 --nosync --verify; the
 # database is in $TMPDIR (default /dev/shm, so that disk writes do not
 # swamp the cache's cost).
+# -d adds two runs per round that take the cost apart (speedtest1-main.c):
+# default-mt, SQLite's cache in a process with an idle second thread (what
+# libvrange's monitor thread costs a single-threaded program, in the
+# kernel and in glibc), and vrange-nomon, libvrange-sqlite on a ctx
+# without a monitor (the page cache's own cost).
 # Prints per round each cache's CPU time (user+sys) and wall time (the
-# order of the two alternates from round to round), then the medians and
-# minima and the ratios vrange/default (the minimum is the run least
+# order of the caches is reversed every other round), then the medians
+# and minima and the ratios vrange/default (the minimum is the run least
 # disturbed by other processes), the median and quartiles of the ratio
-# within each round, and whether speedtest1's
-# verification hashes (a hash of every query result) are identical.
+# within each round, and whether speedtest1's verification hashes (a hash
+# of every query result) are identical.
 # Nothing is asserted about time: exit 1 only when the hashes differ or a
 # run fails, 77 when speedtest1.c cannot be found.
 set -euo pipefail
-rounds=5 src=${SPEEDTEST1_C:-}
-while getopts r:s: o; do
+rounds=5 src=${SPEEDTEST1_C:-} caches="default vrange"
+while getopts dr:s: o; do
 	case $o in
+	d) caches="default vrange default-mt vrange-nomon" ;;
 	r) rounds=$OPTARG ;;
 	s) src=$OPTARG ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { echo "usage: $0 [-r ROUNDS] [-s SPEEDTEST1_C] BUILD_DIR [options]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 [-d] [-r ROUNDS] [-s SPEEDTEST1_C] BUILD_DIR [options]" >&2; exit 2; }
 build=$(cd "$1" && pwd)
 shift
 opts=("$@")
@@ -74,14 +80,14 @@ run() {
 median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 declare -A cpu wall hash
-printf '%-6s %-8s %8s %8s  %s\n' round cache cpu_s wall_s hash
+printf '%-6s %-12s %8s %8s  %s\n' round cache cpu_s wall_s hash
 for ((i = 1; i <= rounds; i++)); do
-	# the order alternates, so that neither cache always runs second
-	order="default vrange"
-	((i % 2)) || order="vrange default"
+	# the order alternates, so that no cache always runs in one place
+	order=$caches
+	((i % 2)) || order=$(tr ' ' '\n' <<<"$caches" | tac | tr '\n' ' ')
 	for c in $order; do
 		read -r c_cpu c_wall c_hash < <(run $c)
-		printf '%-6s %-8s %8s %8s  %s\n' "$i" "$c" "$c_cpu" "$c_wall" "$c_hash"
+		printf '%-6s %-12s %8s %8s  %s\n' "$i" "$c" "$c_cpu" "$c_wall" "$c_hash"
 		cpu[$c]+="$c_cpu "
 		wall[$c]+="$c_wall "
 		hash[$c]+="$c_hash "
@@ -89,8 +95,8 @@ for ((i = 1; i <= rounds; i++)); do
 done
 status=0
 stat() { tr ' ' '\n' | grep . | if [ "$1" = min ]; then sort -n | head -n 1; else median; fi; }
-for c in default vrange; do
-	printf '%-8s cpu median %ss min %ss   wall median %ss min %ss\n' "$c" \
+for c in $caches; do
+	printf '%-12s cpu median %ss min %ss   wall median %ss min %ss\n' "$c" \
 		"$(stat median <<<"${cpu[$c]}")" "$(stat min <<<"${cpu[$c]}")" \
 		"$(stat median <<<"${wall[$c]}")" "$(stat min <<<"${wall[$c]}")"
 done
@@ -103,12 +109,21 @@ for k in cpu wall; do
 done
 # the ratio within each round (the two runs a few seconds apart share
 # most of the machine's moods), its median and quartiles over the rounds
-paste <(tr ' ' '\n' <<<"${cpu[vrange]}" | grep .) <(tr ' ' '\n' <<<"${cpu[default]}" | grep .) |
-	awk '{print $1 / $2}' | sort -n |
-	awk '{a[NR]=$1} END{m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2;
-		printf "ratio vrange/default (cpu, median of %d same-round ratios): %.3f (quartiles %.3f-%.3f)\n",
-		NR, m, a[int((NR+3)/4)], a[int((3*NR+3)/4)]}'
-if [ "$(tr ' ' '\n' <<<"${hash[default]} ${hash[vrange]}" | grep . | sort -u | wc -l)" = 1 ]; then
+same_round() {
+	paste <(tr ' ' '\n' <<<"${cpu[$1]}" | grep .) <(tr ' ' '\n' <<<"${cpu[$2]}" | grep .) |
+		awk '{print $1 / $2}' | sort -n |
+		awk -v n="$1/$2" '{a[NR]=$1} END{m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2;
+			printf "ratio %s (cpu, median of %d same-round ratios): %.3f (quartiles %.3f-%.3f)\n",
+			n, NR, m, a[int((NR+3)/4)], a[int((3*NR+3)/4)]}'
+}
+same_round vrange default
+if [ "$caches" != "default vrange" ]; then
+	# the second thread's own cost, and the page cache's without it
+	same_round default-mt default
+	same_round vrange default-mt
+	same_round vrange-nomon default
+fi
+if [ "$(tr ' ' '\n' <<<"${hash[*]}" | grep . | sort -u | wc -l)" = 1 ]; then
 	echo "results: identical (speedtest1 verification hash)"
 else
 	echo "results: DIFFER"
