@@ -178,6 +178,13 @@ static void x_shutdown(void *arg)
 	}
 }
 
+/* 90% of @n pages, rounded down (SQLite's rule for cache_size, and the
+ * share's) */
+static unsigned ninety(unsigned n)
+{
+	return n / 10 * 9 + n % 10 * 9 / 10;
+}
+
 /* hot pages (pcache.h): VSQ_HOT_MAX, at most 1/8 of cache_size */
 static unsigned hot_max_of(unsigned n_max)
 {
@@ -223,7 +230,7 @@ static void x_cachesize(sqlite3_pcache *pc, int n)
 {
 	struct vsq_cache *c = (struct vsq_cache *)pc;
 	c->n_max = n > 0 ? (unsigned)n : 0;
-	c->n90 = c->n_max / 10 * 9 + c->n_max % 10 * 9 / 10;
+	c->n90 = ninety(c->n_max);
 	c->hot_max = hot_max_of(c->n_max);
 	c->n_cap = c->n_max;
 	if (c->purgeable) {
@@ -295,7 +302,7 @@ fetch_slow(struct vsq_cache *c, struct vsq_page *p, unsigned key, int create)
 		return NULL;
 	}
 	cap_update(c);
-	if (create == 1 && c->n_cap < c->n_max && c->n_pinned >= c->n_cap / 10 * 9) {
+	if (create == 1 && c->n_cap < c->n_max && c->n_pinned >= ninety(c->n_cap)) {
 		c->st.refused_share++;
 		c->stress = true; /* spill now, not at cache_spill (x_pagecount) */
 		return NULL;
