@@ -63,12 +63,28 @@ static int link_region(struct vr_ctx *c, struct vr_region *r, struct vr_region *
 static void region_free(struct vr_region *r, bool inherited)
 {
 	struct vr_ctx *c = r->ctx;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		c->regions = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
+	if (inherited) {
+		/* a fork child: only the forward links can be trusted.  A
+		 * parent thread that forked in the middle of an unlink left
+		 * the next region's prev pointing at a region no longer in the
+		 * list (its memory then reused by the child's own calls, then
+		 * freed twice: test-fork's fork_hammer, "double free detected
+		 * in tcache").  The forward chain is whole at every instant:
+		 * a region is linked by one store of c->regions and unlinked
+		 * by one store of its predecessor's next, under c->lock. */
+		struct vr_region **pp = &c->regions;
+		while (*pp && *pp != r)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = r->next;
+	} else {
+		if (r->prev)
+			r->prev->next = r->next;
+		else
+			c->regions = r->next;
+		if (r->next)
+			r->next->prev = r->prev;
+	}
 	c->nregions--;
 	atomic_fetch_sub_explicit(&c->nregions_stat, 1, memory_order_relaxed);
 	if (r->shm && !inherited) {
@@ -171,12 +187,21 @@ int vr_ctx_create(unsigned flags, struct vr_ctx **out)
 void vr_ctx_free(struct vr_ctx *c, bool inherited)
 {
 	if (inherited) {
+		/* the purge heap and the group array are changed under both
+		 * locks: held at the fork, they may be half-changed (an array
+		 * freed, its new pointer not yet stored) and are left (fork.h).
+		 * The region list stays walkable forward (region_free). */
+		bool whole = vr_fork_was_unlocked(&c->purge_lock) && vr_fork_was_unlocked(&c->lock);
 		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		while (c->regions)
 			region_free(c->regions, true);
-		vr_obj_ctx_destroy(c, true);
+		if (whole)
+			vr_obj_ctx_destroy(c, true);
 		vr_unlock(&vr_global_lock);
-		free(c->heap);
+		if (whole)
+			free(c->heap);
+		else
+			vr_dbg("fork child: the ctx was being changed at the fork: its heap left");
 		free(c);
 		return;
 	}

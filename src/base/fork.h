@@ -14,7 +14,14 @@
  * Inherited objects: their locks may be held by threads that do not exist
  * in the child, so the child never takes them; destroy frees memory and
  * closes fds without locking, unmapping (MADV_DONTFORK: nothing is
- * mapped) or joining.
+ * mapped) or joining.  A structure whose lock was held when the process
+ * forked may be half-changed in the child (a list with a stale back
+ * link, an array freed but its new pointer not yet stored): destroy
+ * walks lists by their forward links only (ctx.c region_free: a stale
+ * back link of a region list made a child free a region twice, test-fork's
+ * fork_hammer 1 run in 30-90, tests/test-fork-list.c), and frees arrays
+ * and maps only when vr_fork_was_unlocked() says their lock was free,
+ * leaking them otherwise.
  */
 #ifndef VR_FORK_H
 #define VR_FORK_H
@@ -42,6 +49,18 @@ int vr_fork_setup(void);
 extern _Atomic unsigned vr_fork_gen;
 /* one-time setup; inherited lists in a fork child (rank VR_RANK_GLOBAL) */
 extern pthread_mutex_t vr_global_lock;
+
+/* in a fork child, for an inherited object's lock: true when nobody held
+ * it at the fork (what it guards is whole), false when a thread of the
+ * parent did (what it guards may be half-changed: leak it).  The child
+ * takes and drops the lock; only the forking thread exists. */
+static inline bool vr_fork_was_unlocked(pthread_mutex_t *m)
+{
+	if (pthread_mutex_trylock(m) != 0)
+		return false;
+	pthread_mutex_unlock(m);
+	return true;
+}
 
 static inline bool vr_gen_inherited(unsigned gen)
 {

@@ -34,6 +34,8 @@
 #include "base/lock.h"
 #include "base/age.h"
 #include "base/callback.h"
+#include "base/fork.h"
+#include "base/log.h"
 
 struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default)
 {
@@ -61,8 +63,33 @@ struct vr_objs *vr_objs_create(struct vr_ctx *c, int priority, bool is_default)
 	return os;
 }
 
+/* a fork child: were all of an inherited group's locks free at the fork?
+ * Otherwise its arrays and lists may be half-changed (fork.h) */
+static bool objs_whole(struct vr_objs *os)
+{
+	if (!vr_fork_was_unlocked(&os->span_lock) || !vr_fork_was_unlocked(&os->rq_lock))
+		return false;
+	for (int i = 0; i < OBJ_NLOG; i++)
+		if (!vr_fork_was_unlocked(&os->logs[i].lock))
+			return false;
+	for (unsigned i = 0; i < os->nclasses; i++)
+		if (!vr_fork_was_unlocked(&os->classes[i].lock))
+			return false;
+	for (unsigned k = 0; k < OBJ_EXTRA_MAX / 16; k++) {
+		struct vr_class *x = atomic_load(&os->xclasses[k]);
+		for (unsigned i = 0; x && i < os->nclasses; i++)
+			if (!vr_fork_was_unlocked(&x[i].lock))
+				return false;
+	}
+	return true;
+}
+
 static void objs_free(struct vr_objs *os, bool inherited)
 {
+	if (inherited && !objs_whole(os)) {
+		vr_dbg("fork child: a group was being changed at the fork: left");
+		return;
+	}
 	vr_objs_alloc_fini(os, inherited);
 	vr_obj_lru_fini(os, inherited);
 	if (!inherited)

@@ -18,6 +18,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "vrange.h"
 #include "base/inject.h"
 #include "base/lock.h"
@@ -261,8 +262,9 @@ void vr_region_release(struct vr_region *r, bool inherited)
 		atomic_fetch_sub(&sh->purged_bytes, r->purged_bytes);
 	}
 	/* a shared region's map is in the file's state: nothing to free, and
-	 * in a fork child not even mapped */
-	if (!r->shm)
+	 * in a fork child not even mapped; an inherited map that a thread was
+	 * changing at the fork is left (fork.h) */
+	if (!r->shm && (!inherited || vr_fork_was_unlocked(&r->lock)))
 		vr_map_fini(r->map);
 }
 
