@@ -81,6 +81,11 @@ static inline size_t vr_ctx_effective_limit(struct vr_ctx *c)
 }
 
 /* a gauge: the sum of the shards (relaxed, no lock) */
+/* The sum is signed and read at 0 when below: an object's bytes are
+ * added to the volatile gauge after it became purgeable (obj.c; for a
+ * whole batch, vr_obj_unpin_many), so a purge in another thread may take
+ * them out first; a wrapped sum would read as about 2^64 and make a
+ * limit check purge everything. */
 static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 {
 	uint64_t sum = 0;
@@ -91,7 +96,7 @@ static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 								 : &sh->purged_bytes,
 					    memory_order_relaxed);
 	}
-	return sum;
+	return (int64_t)sum > 0 ? sum : 0;
 }
 /* a context without monitor, trap backend or handler (lib.c adds them) */
 int vr_ctx_create(unsigned flags, struct vr_ctx **out) _nonnull_();
