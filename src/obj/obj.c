@@ -192,6 +192,11 @@ int vr_obj_unpin_at(struct vr_obj *o, uint64_t t, struct vr_objs **owner, size_t
 	struct vr_objs *os = obj_objs(o, s);
 	if (_unlikely_(vr_tls_held.n) && vr_held(&os->logs[vr_obj_log_index()].lock))
 		return -EDEADLK; /* a signal handler interrupted this thread's append */
+	/* a single unpin (t 0): its own stamp, only when it unpins */
+	if (!t) {
+		uint64_t last = 0;
+		t = vr_age_after(&last);
+	}
 	uint64_t rel = (t - os->age_base) << OS_AGE_SHIFT;
 	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
 	bool large = s & OS_LARGE;
@@ -238,9 +243,8 @@ void vr_obj_unpinned(struct vr_objs *os, size_t bytes, size_t *glimit)
 
 int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit)
 {
-	uint64_t last = 0;
 	size_t bytes = 0;
-	int err = vr_obj_unpin_at(o, vr_age_after(&last), owner, &bytes);
+	int err = vr_obj_unpin_at(o, 0, owner, &bytes);
 	if (err == 0 && *owner)
 		vr_obj_unpinned(*owner, bytes, glimit);
 	return err;

@@ -128,7 +128,8 @@ uint64_t vr_objs_stat(struct vr_objs *os, enum vr_stat which) _nonnull_();
  * bytes became volatile */
 int vr_obj_unpin_unit(struct vr_obj *o, struct vr_objs **owner, size_t *glimit) _nonnull_(2, 3);
 /* its two steps, for vr_obj_unpin_many: unpin @o with age @t (one
- * stamp, vr_age_after, for a whole batch): 0 with *owner its group and
+ * stamp, vr_age_after, for a whole batch; 0: a stamp of its own, taken
+ * only when @o is pinned and can be unpinned): 0 with *owner its group and
  * *bytes its size when it was pinned, 0 with *owner untouched when it was
  * not, or -errno (nothing changed); then, once per group, the bytes made
  * volatile added to the gauges, *glimit the group's limit */
