@@ -97,10 +97,8 @@ _export_ void vr_group_destroy(struct vr_group *g)
 		 * locks may be held by threads that do not exist here */
 		if (os == c->objs)
 			return;
-		/* the group array, changed under both locks, may be
-		 * half-changed if one was held at the fork: left (fork.h) */
-		if (!vr_fork_was_unlocked(&c->purge_lock) || !vr_fork_was_unlocked(&c->lock))
-			return;
+		if (!vr_ctx_fork_whole(c))
+			return; /* the group array may be half-changed: left */
 		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		unlink_group(c, os);
 		vr_unlock(&vr_global_lock);

@@ -187,11 +187,9 @@ int vr_ctx_create(unsigned flags, struct vr_ctx **out)
 void vr_ctx_free(struct vr_ctx *c, bool inherited)
 {
 	if (inherited) {
-		/* the purge heap and the group array are changed under both
-		 * locks: held at the fork, they may be half-changed (an array
-		 * freed, its new pointer not yet stored) and are left (fork.h).
-		 * The region list stays walkable forward (region_free). */
-		bool whole = vr_fork_was_unlocked(&c->purge_lock) && vr_fork_was_unlocked(&c->lock);
+		/* the heap and the groups only if whole (vr_ctx_fork_whole);
+		 * the region list stays walkable forward (region_free) */
+		bool whole = vr_ctx_fork_whole(c);
 		vr_lock(&vr_global_lock, VR_RANK_GLOBAL);
 		while (c->regions)
 			region_free(c->regions, true);

@@ -98,6 +98,13 @@ static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 	}
 	return (int64_t)sum > 0 ? sum : 0;
 }
+/* a fork child, an inherited ctx: were its two locks free at the fork?
+ * The purge heap and the group array are changed under both; otherwise
+ * they may be half-changed, and are left (base/fork.h) */
+static inline bool vr_ctx_fork_whole(struct vr_ctx *c)
+{
+	return vr_fork_was_unlocked(&c->purge_lock) && vr_fork_was_unlocked(&c->lock);
+}
 /* a context without monitor, trap backend or handler (lib.c adds them) */
 int vr_ctx_create(unsigned flags, struct vr_ctx **out) _nonnull_();
 /* its regions, its object arena, its locks and memory (inherited: only

@@ -18,8 +18,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "base/fork.h"
 #include "vrange.h"
+#include "base/fork.h"
 #include "base/inject.h"
 #include "base/lock.h"
 #include "base/log.h"
