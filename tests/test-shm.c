@@ -26,6 +26,9 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -199,8 +202,8 @@ static void test_shm_kill_invariants(void **state)
 	/* the half nobody marked kept every byte */
 	assert_true(vt_check(b + size / 2, size / 2, size / 2, 42) == SIZE_MAX);
 	uint64_t repairs = vr_ctx_stat(c, VR_STAT_REPAIRS);
-	print_message("%d kills, %llu repairs by the parent, %zu purged pages seen unpunched\n", kills,
-		      (unsigned long long)repairs, kept_data);
+	print_message("%d kills, %llu repairs by the parent, %zu purged pages seen unpunched\n",
+		      kills, (unsigned long long)repairs, kept_data);
 	assert_true(repairs > 0);
 	/* the gauges of this ctx count what the dead children left */
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_RANGES), atomic_load(&r->shm->nranges));
@@ -398,6 +401,85 @@ static void test_shm_stopped_mapper(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* shared.h, LOST WAKEUPS: the state a woken waiter killed before it took
+ * the lock leaves when another thread takes the free lock without
+ * FUTEX_WAITERS and releases it: the lock free and a locker asleep on it
+ * with no wakeup to come.  Made by hand: a raw holder clears the bit
+ * while the library's locker sleeps, then unlocks (glibc wakes nobody).
+ * The locker must still get the lock (before the fix it slept for good) */
+struct lw_locker {
+	struct vr_region *r;
+	size_t len;
+	_Atomic pid_t tid;
+	_Atomic int rc, done;
+};
+
+static void *lw_lock_thread(void *arg)
+{
+	struct lw_locker *l = arg;
+	atomic_store(&l->tid, (pid_t)syscall(SYS_gettid));
+	atomic_store(&l->rc, vr_mark(l->r, 0, l->len));
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+/* true once thread @tid sleeps in futex() on @word */
+static bool lw_asleep_on(pid_t tid, const void *word)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	unsigned long nr, a0;
+	return sscanf(buf, "%lu %lx", &nr, &a0) == 2 && nr == SYS_futex &&
+	       a0 == (unsigned long)word;
+}
+
+static void test_shm_lost_wakeup(void **state)
+{
+	(void)state;
+	size_t P = vt_pg();
+	struct vr_ctx *c;
+	struct vr_region *r;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	int rc = vr_region_new(c, "vt-shm-lw", 4 * P, VR_REGION_SHARED, &r);
+	if (rc == -EOPNOTSUPP) {
+		vr_ctx_destroy(c);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	struct vr_shm *s = r->shm;
+	unsigned *word = (unsigned *)&s->lock.__data.__lock;
+	uint64_t rewaits = atomic_load(&s->rewaits);
+	assert_int_equal(pthread_mutex_lock(&s->lock), 0); /* the raw holder */
+	struct lw_locker l = { .r = r, .len = P };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, lw_lock_thread, &l), 0);
+	int spins = 0;
+	while (!atomic_load(&l.tid) || !lw_asleep_on(atomic_load(&l.tid), word)) {
+		assert_true(++spins < 10000); /* 10 s */
+		usleep(1000);
+	}
+	assert_true(__atomic_load_n(word, __ATOMIC_SEQ_CST) & FUTEX_WAITERS);
+	__atomic_fetch_and(word, ~(unsigned)FUTEX_WAITERS, __ATOMIC_SEQ_CST);
+	assert_int_equal(pthread_mutex_unlock(&s->lock), 0); /* wakes nobody */
+	for (spins = 0; !atomic_load(&l.done); spins++) {
+		assert_true(spins < 5000); /* asleep for good: the bug */
+		usleep(1000);
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(atomic_load(&l.rc), VR_INTACT);
+	assert_int_equal(vr_status(r, 0, P), VR_STATE_VOLATILE);
+	assert_true(atomic_load(&s->rewaits) > rewaits); /* it looked again */
+	vr_ctx_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_shm_in_process),
 		cmocka_unit_test(test_shm_capacity),
 		cmocka_unit_test(test_shm_stopped_mapper),
+		cmocka_unit_test(test_shm_lost_wakeup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

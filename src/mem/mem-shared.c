@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vrange.h"
@@ -333,11 +334,34 @@ static void acquired(struct vr_region *r, int rc, bool raw)
 	}
 }
 
+/* the lock when trylock found it held: waits of at most VR_SHM_REWAIT_NS,
+ * each followed by a look at the lock (shared.h, LOST WAKEUPS).  The
+ * deadline is CLOCK_REALTIME's because sanitizers know timedlock and not
+ * clocklock; a step of the clock lengthens or shortens one wait, no more */
+static int lock_contended(struct vr_shm *s)
+{
+	for (;;) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += VR_SHM_REWAIT_NS;
+		if (t.tv_nsec >= 1000000000) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000;
+		}
+		int rc = pthread_mutex_timedlock(&s->lock, &t);
+		if (rc != ETIMEDOUT)
+			return rc;
+		atomic_fetch_add_explicit(&s->rewaits, 1, memory_order_relaxed);
+	}
+}
+
 void vr_shared_lock(struct vr_region *r, bool raw)
 {
 	struct vr_shm *s = r->shm;
 	vr_held_push(&s->lock, VR_RANK_REGION);
-	int rc = pthread_mutex_lock(&s->lock);
+	int rc = pthread_mutex_trylock(&s->lock);
+	if (rc == EBUSY)
+		rc = lock_contended(s);
 	if (rc != 0 && rc != EOWNERDEAD) {
 		/* ENOTRECOVERABLE: someone unlocked without repairing, which
 		 * this library never does */

@@ -78,6 +78,19 @@
  * requester).  It waits for the protocol's answers: up to its timeout
  * (100 ms) once if a member is stopped.
  *
+ * LOST WAKEUPS.  A robust mutex of glibc passes FUTEX_WAITERS on through
+ * the waiter an unlock wakes: that waiter takes the lock with the bit set
+ * again, so its own unlock wakes the next.  A woken waiter killed before
+ * it took the lock, while another thread took the free lock without the
+ * bit (it never slept), leaves the other sleepers with nobody to wake
+ * them: the kernel wakes one at the dead waiter's exit only if the lock
+ * is still free then (handle_futex_death).  Seen in test-shared-kill
+ * race_kill: the lock free, every racer asleep on it, for good.  So
+ * vr_shared_lock waits at most VR_SHM_REWAIT_NS at a time and looks again
+ * (s->rewaits counts the waits that ran out; test-shm lost_wakeup makes
+ * the state by hand).  A holder's own lock hold is unbounded (a purge of
+ * many ranges), so the timeout only ever means "look again".
+ *
  * FORK.  The state mapping is MADV_DONTFORK like the data: a child has
  * neither, and only destroys its inherited regions (S18), which frees
  * the child's copy of the struct vr_shm_map without unmapping or locking.
@@ -95,6 +108,7 @@
 
 #define VR_SHM_MAGIC 0x31766d6873727675ull /* "uvrshmv1" */
 #define VR_SHM_MIN_CAP 512
+#define VR_SHM_REWAIT_NS 100000000 /* the longest wait for the lock (LOST WAKEUPS) */
 
 struct vr_shm_tail {
 	uint64_t magic;
@@ -119,6 +133,7 @@ struct vr_shm {
 	_Atomic uint64_t volatile_bytes; /* ... read without it by vr_shared_sync */
 	_Atomic uint64_t purged_bytes;
 	_Atomic uint64_t repairs; /* lock holders found dead and repaired after */
+	_Atomic uint64_t rewaits; /* waits for the lock that ran out (LOST WAKEUPS) */
 	/* the cooperative guard protocol's block (S32, where userfaultfd is
 	 * refused): all zero in a new file */
 	uint8_t coop[4096] __attribute__((aligned(64)));
