@@ -23,7 +23,7 @@
 #define VSQ_SHARE_MAX 100
 #define VSQ_CAP_MIN 32        /* pages: never less under a share */
 #define VSQ_HEADROOM_DIV 4    /* the cache stops growing 1/4 of the limit below the budget */
-#define VSQ_HOT_MAX 16        /* released pages kept pinned (pcache.h) */
+#define VSQ_HOT_MAX 64        /* released pages kept pinned (pcache.h) */
 #define VSQ_PRIORITY 4        /* a cache's group: as the default group and regions */
 #define VSQ_SIDECAR_MAX 4096u /* S36 */
 
