@@ -391,7 +391,8 @@ static void x_destroy(sqlite3_pcache *pc)
 	vsq_stats_add(&c->st);
 	vr_group_set_purge_handler(c->grp, NULL, NULL);
 	vsq_queue_forget(c);
-	if (pool && c->n_spare <= keep && vsq_pool_give(c))
+	/* spares come only from pages: with pool, n_spare <= keep here */
+	if (pool && vsq_pool_give(c))
 		c->grp = NULL;
 	vr_group_destroy(c->grp); /* frees the spares' objects */
 	cache_free(c);
