@@ -80,12 +80,12 @@ static inline size_t vr_ctx_effective_limit(struct vr_ctx *c)
 	return a;
 }
 
-/* a gauge: the sum of the shards (relaxed, no lock) */
-/* The sum is signed and read at 0 when below: an object's bytes are
- * added to the volatile gauge after it became purgeable (obj.c; for a
- * whole batch, vr_obj_unpin_many), so a purge in another thread may take
- * them out first; a wrapped sum would read as about 2^64 and make a
- * limit check purge everything. */
+/* a gauge: the sum of the shards (relaxed, no lock).  The sum is signed
+ * and read as 0 when below: an object's bytes are added to the volatile
+ * gauge after it became purgeable (obj.c; for a whole batch,
+ * vr_obj_unpin_many), so a purge in another thread may take them out
+ * first; a wrapped sum would read as about 2^64 and make a limit check
+ * purge everything. */
 static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 {
 	uint64_t sum = 0;
@@ -98,6 +98,7 @@ static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 	}
 	return (int64_t)sum > 0 ? sum : 0;
 }
+
 /* a fork child, an inherited ctx: were its two locks free at the fork?
  * The purge heap and the group array are changed under both; otherwise
  * they may be half-changed, and are left (base/fork.h) */
