@@ -18,8 +18,10 @@
  *
  * Each sample is the mean over a batch of BATCH pairs; median and p99 are
  * over samples.  Per size also: the cost of building the map (ns per new
- * range, ascending marks) and the heap it holds per range, after the build
- * and again after the random pairs (the LRU log's stale entries included),
+ * range, ascending marks); the heap it holds per range, after the build
+ * and again after the random pairs (the LRU log's stale entries
+ * included); the anonymous RSS it grew by per range ("vr-rss-per-range":
+ * the whole cost, since a large map's arenas are mapped outside malloc);
  * and how much of the map the kernel put on 2 MiB pages ("vr-huge-mib").
  * 10^7 ranges run in full mode only (about 0.7 GB of heap).
  */
@@ -27,6 +29,7 @@
 #include "baselines.h"
 
 #include <pthread.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,7 +70,9 @@ void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const cha
 	VRCHECK(vr_region_new(ctx, "vrbench-markpair", n * stride, 0, &r));
 	VRCHECK(vr_mark(r, 0, OBJ)); /* what a region allocates once is not per range */
 
+	malloc_trim(0); /* freed heap pages reused would not show as growth */
 	size_t h0 = heap_in_use();
+	uint64_t anon0 = proc_status_kib("RssAnon");
 	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
 	uint64_t t0 = now_ns();
 	for (size_t i = 1; i < n; i++)
@@ -80,6 +85,12 @@ void bench_range_pairs(const char *scen, struct vr_ctx *ctx, size_t n, const cha
 	emit_row(scen, name, build, NAN, "ns/range", (long)n);
 	snprintf(name, sizeof(name), "vr-heap-per-range-%s", tag);
 	emit_row(scen, name, per, NAN, "B", (long)n);
+	/* the metadata's memory: a large map's arenas are mapped whole
+	 * 2 MiB pages (map/map.c), outside malloc's accounting */
+	snprintf(name, sizeof(name), "vr-rss-per-range-%s", tag);
+	emit_row(scen, name,
+		 (double)(proc_status_kib("RssAnon") - anon0) * 1024.0 / (double)(n - 1), NAN, "B",
+		 (long)n);
 	/* how much of it the kernel gave on 2 MiB pages (the library asks
 	 * for them on its large arenas; VRANGE_HUGEPAGES=0 says no) */
 	snprintf(name, sizeof(name), "vr-huge-mib-%s", tag);

@@ -428,8 +428,8 @@ static void derive_wall(void)
 			  "x", NULL, 0, 0, "wall: floor: handle read 10^7 / 10^6, %s", b);
 		add_ratio(med(S, "obj-meta-bytes-1e6", b), "B", "<= 64", -1, 64,
 			  "wall: metadata per 256-byte object, 10^6, %s", b);
-		add_ratio(med(S, "vr-heap-per-range-1e6", b), "B", "<= 64", -1, 64,
-			  "wall: metadata per range, 10^6, %s", b);
+		add_ratio(med(S, "vr-rss-per-range-1e6", b), "B", "<= 64", -1, 64,
+			  "wall: metadata per range (anonymous RSS), 10^6, %s", b);
 	}
 	for (int i = 1; i < 3; i++) {
 		snprintf(nm, sizeof(nm), "obj-pair-%s", tags[i]);
@@ -518,9 +518,9 @@ static void derive(void)
 		add_ratio(vr / med("fault-anon", "raw-refill", backends[b]), "x", NULL, 0, 0,
 			  "s7 anon fault round trip vs raw free+trap+refill, %s", backends[b]);
 	}
-	add_ratio(med("memory", "vr-heap-per-range", NULL), "B", "<= 64", -1, 64,
-		  "s5 heap bytes per range at 10^6 ranges");
-	add_ratio(med("memory", "vr-rss-per-range", NULL), "B", NULL, 0, 0,
+	add_ratio(med("memory", "vr-heap-per-range", NULL), "B", NULL, 0, 0,
+		  "s5 heap bytes per range at 10^6 ranges (small arenas)");
+	add_ratio(med("memory", "vr-rss-per-range", NULL), "B", "<= 64", -1, 64,
 		  "s5 VmRSS bytes per range at 10^6 ranges");
 	double heap_ops = med("cache", "heap-lru-ops", NULL);
 	for (size_t s = 0; s < 4; s++) {
@@ -767,7 +767,7 @@ static void summary(void)
 		{ "canary_pair_ns", "markpair", "canary-pair", NULL },
 		{ "mutex2_ns", "markpair", "mutex-2x-lock-unlock", NULL },
 		{ "scaling_2t", "scaling", "vr-1ctx-ratio", NULL },
-		{ "bytes_per_range", "memory", "vr-heap-per-range", NULL },
+		{ "bytes_per_range", "memory", "vr-rss-per-range", NULL },
 		{ "fault_guard_us", "fault", "vr-fault", "guard" },
 		{ "fault_raw_guard_us", "fault", "raw-pure", "guard" },
 		{ "fault_mprotect_us", "fault", "vr-fault", "mprotect" },
