@@ -11,6 +11,7 @@
 
 #include "base/sys.h"
 #include "map/map.h"
+#include "obj/obj.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -141,12 +142,76 @@ static void test_map_arenas(void **state)
 	set_huge(true);
 }
 
+/* obj.h, PAGE HINTS: the hint of every small object's handle names its
+ * page descriptor within the two lines a pin prefetches (classes up to
+ * 1 KiB; larger ones: a descriptor of its slab at or before its own), and
+ * a wrong hint changes no answer */
+static void test_obj_page_hints(void **state)
+{
+	(void)state;
+	static const size_t sizes[] = { 16, 48, 100, 256, 1000, 1024, 2048, 3000 };
+	enum { PER = 700 };
+	static struct vr_obj *o[8][PER];
+	struct vr_ctx *ctx;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx), 0);
+	size_t covered = 0, small = 0;
+	for (size_t k = 0; k < 8; k++)
+		for (size_t i = 0; i < PER; i++) {
+			struct vr_obj *x;
+			assert_int_equal(vr_obj_new(ctx, sizes[k], 0, &x), 0);
+			o[k][i] = x;
+			assert_false(atomic_load(&x->state) & OS_LARGE);
+			uintptr_t blk = (uintptr_t)x & ~(uintptr_t)(OBJ_META_BYTES - 1);
+			uint16_t h = *obj_hint_slot(x);
+			assert_int_not_equal(h, 0);
+			uintptr_t p = blk + ((uintptr_t)h << OBJ_HINT_UNIT),
+				  home = (uintptr_t)x->home;
+			bool in = home >= p &&
+				  home + sizeof(struct vr_opage) <= (p & ~(uintptr_t)63) + 128;
+			if (sizes[k] <= 1024)
+				assert_true(in);
+			else
+				assert_true(home >= p && home - p < 16 * sizeof(struct vr_opage));
+			covered += in;
+			small++;
+		}
+	print_message("page hints: %zu of %zu small handles covered\n", covered, small);
+	/* a hint is only a prefetch: with every hint of the table pointing
+	 * elsewhere (the block's first handle bytes, or none), pins and
+	 * unpins still count on the right pages: data kept while pinned,
+	 * then every object purged once all are unpinned */
+	uint16_t *tbl = (uint16_t *)((uintptr_t)o[0][0] & ~(uintptr_t)(OBJ_META_BYTES - 1));
+	uint16_t *keep = malloc(OBJ_HINT_BYTES);
+	assert_non_null(keep);
+	assert_true((uintptr_t)obj_hint_slot(o[7][PER - 1]) - (uintptr_t)tbl < OBJ_HINT_BYTES);
+	memcpy(keep, tbl, OBJ_HINT_BYTES);
+	for (size_t i = 0; i < OBJ_HINT_BYTES / 2; i++)
+		tbl[i] = i % 2 ? 0 : (uint16_t)(OBJ_HINT_BYTES >> OBJ_HINT_UNIT);
+	for (size_t k = 0; k < 8; k++)
+		for (size_t i = 0; i < PER; i++) {
+			memset(vr_obj_ptr(o[k][i]), 0x5a, sizes[k]);
+			assert_int_equal(vr_obj_unpin(o[k][i]), 0);
+			assert_int_equal(vr_obj_pin(o[k][i]), VR_INTACT);
+			assert_int_equal(((unsigned char *)vr_obj_ptr(o[k][i]))[sizes[k] - 1],
+					 0x5a);
+			assert_int_equal(vr_obj_unpin(o[k][i]), 0);
+		}
+	assert_true(vr_ctx_purge(ctx, SIZE_MAX) > 0);
+	for (size_t k = 0; k < 8; k++)
+		for (size_t i = 0; i < PER; i++)
+			assert_int_equal(vr_obj_pin(o[k][i]), VR_PURGED);
+	memcpy(tbl, keep, OBJ_HINT_BYTES);
+	free(keep);
+	vr_ctx_destroy(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_map_huge),
 		cmocka_unit_test(test_obj_handles),
 		cmocka_unit_test(test_map_arenas),
+		cmocka_unit_test(test_obj_page_hints),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

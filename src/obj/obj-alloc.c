@@ -32,6 +32,7 @@
  * pages), span_lock (leaf) for chunks, spans, large handles, the slab list.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -399,12 +400,14 @@ static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)
  * MADV_HUGEPAGE (vr_map_huge, base/sys.h), bump-allocated and freed only with the ctx (they are
  * type-stable anyway).  10^6 objects' handles are 32 MB: with 4 KiB pages
  * a random pin would pay a TLB miss (a two-dimensional page walk in a VM)
- * on top of the cache miss. */
+ * on top of the cache miss.  Each block starts with its page hints
+ * (obj.h, PAGE HINTS). */
 #define META_BYTES VR_HUGE_SIZE
+static_assert(OBJ_META_BYTES == META_BYTES, "obj.h's PAGE HINTS assume 2 MiB blocks");
 static void *meta_alloc(struct vr_objs *os, size_t size)
 {
 	size = (size + 63) & ~(size_t)63;
-	if (size > META_BYTES)
+	if (size > META_BYTES - OBJ_HINT_BYTES)
 		return NULL;
 	if (!os->meta_cur || META_BYTES - os->meta_used < size) {
 		if (os->nblocks == os->cap_blocks) {
@@ -420,7 +423,7 @@ static void *meta_alloc(struct vr_objs *os, size_t size)
 			return NULL;
 		os->blocks[os->nblocks++] = a;
 		os->meta_cur = a;
-		os->meta_used = 0;
+		os->meta_used = OBJ_HINT_BYTES; /* the block's page hints (obj.h) */
 	}
 	void *p = os->meta_cur + os->meta_used;
 	os->meta_used += size;
@@ -501,10 +504,17 @@ static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err
 		s->pages[i].slab = s;
 		s->pages[i].objs = os;
 	}
+	uintptr_t blk = (uintptr_t)s & ~(uintptr_t)(OBJ_META_BYTES - 1);
 	for (uint32_t i = 0; i < c->nslots; i++) {
-		s->objs[i].ptr = s->base + (size_t)i * c->size;
-		s->objs[i].home = &s->pages[((size_t)i * c->size) >> vr_page_shift()];
+		struct vr_obj *o = &s->objs[i];
+		o->ptr = s->base + (size_t)i * c->size;
+		o->home = &s->pages[((size_t)i * c->size) >> vr_page_shift()];
 		s->freemap[i / 64] |= 1ull << (i % 64);
+		/* the page hint of the first handle in each hint unit (obj.h) */
+		if (i == 0 || !((uintptr_t)o & (((uintptr_t)1 << OBJ_HINT_SHIFT) - 1)))
+			__atomic_store_n(obj_hint_slot(o),
+					 (uint16_t)(((uintptr_t)o->home - blk) >> OBJ_HINT_UNIT),
+					 __ATOMIC_RELAXED);
 	}
 	map_set(s->chunk, page, c->npages, (uintptr_t)s | PM_SLAB);
 	vr_unlock(&os->span_lock);

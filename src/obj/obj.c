@@ -186,6 +186,8 @@ static void wait_zeroed(struct vr_obj *o, uint64_t *s)
 int vr_obj_unpin_at(struct vr_obj *o, uint64_t t, struct vr_objs **owner, size_t *bytes)
 {
 	uint64_t s;
+	if (o)
+		obj_prefetch_pages(o); /* obj.h, PAGE HINTS */
 	int err = check_obj(o, &s);
 	if (err < 0 || !(s & OS_PINNED))
 		return err;
@@ -335,6 +337,8 @@ undo:
 _export_ int vr_obj_pin(struct vr_obj *o)
 {
 	uint64_t s;
+	if (o)
+		obj_prefetch_pages(o); /* obj.h, PAGE HINTS */
 	int err = check_obj(o, &s);
 	if (err < 0)
 		return err;
