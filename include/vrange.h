@@ -365,7 +365,8 @@ unsigned vr_ctx_monitor_sources(struct vr_ctx *ctx);
  * Since 0.3, the usage held against a cgroup limit is what the
  * kernel cannot reclaim without losing data: the cgroup's usage less its
  * reclaimable file cache (inactive and active file of memory.stat, less a
- * reserve of L/16 for file I/O in flight), so reading and writing files
+ * reserve for file I/O in flight: two of the largest readahead window of
+ * the block devices, at least L/16, at most L/4), so reading and writing files
  * never makes the library purge while the kernel can still reclaim file
  * cache; VR_STAT_LIMIT_USAGE and VR_STAT_LIMIT_FILE_CACHE show both.
  * VRANGE_MEMORY_LIMIT=BYTES limits this process's own memory (RssAnon +

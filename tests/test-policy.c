@@ -108,7 +108,7 @@ static void test_limit_lines(void **state)
 }
 
 /* A3: the usage counted leaves out the file cache but for a reserve of
- * L/16; v1 reads the subtree's total_ keys, v2 its own (hierarchical) */
+ * L/16 (two readahead windows when larger, up to L/4); v1 reads the subtree's total_ keys, v2 its own (hierarchical) */
 static void test_limit_usage(void **state)
 {
 	(void)state;
@@ -117,6 +117,51 @@ static void test_limit_usage(void **state)
 	assert_true(mon_limit_reclaimable(&pl, 100 * MiB) == 92 * MiB);
 	assert_true(mon_limit_reclaimable(&pl, 8 * MiB) == 0);
 	assert_true(mon_limit_reclaimable(&pl, 0) == 0);
+	/* the reserve: two readahead windows, within [L/16, L/4] */
+	assert_true(mon_file_reserve(128 * MiB, 128 * 1024) == 8 * MiB);
+	assert_true(mon_file_reserve(128 * MiB, 8 * MiB) == 16 * MiB);
+	assert_true(mon_file_reserve(128 * MiB, 64 * MiB) == 32 * MiB);
+	assert_true(mon_file_reserve(128 * MiB, UINT64_MAX) == 32 * MiB);
+	assert_true(mon_file_reserve(128 * MiB, 0) == 8 * MiB);
+	pl.file_reserve = mon_file_reserve(128 * MiB, 8 * MiB);
+	assert_true(mon_limit_reclaimable(&pl, 100 * MiB) == 84 * MiB);
+	assert_true(mon_limit_reclaimable(&pl, 16 * MiB) == 0);
+	/* read_ahead_kb of each device in a sysfs-like directory: the
+	 * largest, in bytes; unreadable or malformed entries skipped */
+	char dir[] = "/tmp/vt-readahead-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	assert_true(mon_readahead_max(dir) == 0);
+	static const struct {
+		const char *dev, *text;
+	} devs[] = { { "vda", "8192\n" }, { "loop0", "128\n" },     { "sr0", "junk\n" },
+		     { "md0", "-5\n" },   { "nvme0n1", "16384\n" }, { "zram0", "" } };
+	char path[512];
+	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, devs[i].dev);
+		assert_int_equal(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/%s/queue", dir, devs[i].dev);
+		assert_int_equal(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/%s/queue/read_ahead_kb", dir, devs[i].dev);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(devs[i].text, f);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/noqueue", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	uint64_t ra = mon_readahead_max(dir);
+	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s/queue/read_ahead_kb", dir, devs[i].dev);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/%s/queue", dir, devs[i].dev);
+		rmdir(path);
+		snprintf(path, sizeof(path), "%s/%s", dir, devs[i].dev);
+		rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/noqueue", dir);
+	rmdir(path);
+	assert_int_equal(rmdir(dir), 0);
+	assert_true(ra == 16384 * 1024ull);
 	const char *v1 = "cache 1\ninactive_file 4096\nactive_file 4096\n"
 			 "total_inactive_file 1000\ntotal_active_file 24\ntotal_shmem 7\n";
 	assert_true(mon_stat_file_cache(v1, true) == 1024);

@@ -382,6 +382,8 @@ static bool limit_apply(struct vr_monitor *m, uint64_t limit, int kind, char *wh
 		return err == 0;
 	}
 	mon_limit_plan(limit, &l->plan);
+	if (!l->own) /* file cache counts only in a cgroup's usage */
+		l->plan.file_reserve = mon_file_reserve(limit, l->readahead);
 	limit_arm_threshold(l);
 	if (!read_usage(l, &l->usage))
 		l->usage = 0;
@@ -391,9 +393,11 @@ static bool limit_apply(struct vr_monitor *m, uint64_t limit, int kind, char *wh
 	atomic_store(&c->memory_limit, limit);
 	atomic_fetch_or(&c->monitor_sources, 1u << VR_MONITOR_LIMIT);
 	vr_dbg("monitor: limit %" PRIu64 " (%s%s%s), usage %" PRIu64 " (%s: %" PRIu64
-	       " less %" PRIu64 "), threshold %" PRIu64 ", line %" PRIu64 ", target %" PRIu64 "%s",
+	       " less %" PRIu64 "), threshold %" PRIu64 ", line %" PRIu64 ", target %" PRIu64
+	       ", file cache counted up to %" PRIu64 " (readahead %" PRIu64 ")%s",
 	       limit, limit_where(l), l->dir ? " of " : "", l->dir ? l->dir : "", l->usage,
 	       usage_where(l), l->raw, l->file, l->plan.threshold, l->plan.line, l->plan.target,
+	       l->own ? 0 : l->plan.file_reserve, l->readahead,
 	       l->thr_efd >= 0 ? ", usage threshold armed" : "");
 	return true;
 }
@@ -410,6 +414,7 @@ static int limit_open(struct vr_monitor *m)
 		return -ENOENT;
 	}
 	l->recheck_ms = vr_now_ms() + MON_LIMIT_RECHECK_MS;
+	l->readahead = mon_readahead_max("/sys/block");
 	if (limit != UINT64_MAX) {
 		l->env = limit;
 		l->own = true;

@@ -7,6 +7,7 @@
  * takes directories, so tests point it at a scratch tree.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -325,6 +326,32 @@ uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *nam
 			break;
 	}
 	free(cur);
+	return best;
+}
+
+uint64_t mon_readahead_max(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	uint64_t best = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char name[300], buf[32];
+		char *end;
+		if (e->d_name[0] == '.' ||
+		    (size_t)snprintf(name, sizeof(name), "%s/queue/read_ahead_kb", e->d_name) >=
+			    sizeof(name) ||
+		    mon_read_text(dir, name, buf, sizeof(buf)) <= 0)
+			continue;
+		errno = 0;
+		unsigned long long kb = strtoull(buf, &end, 10);
+		if (errno || end == buf || buf[0] == '-' || kb > (UINT64_MAX >> 10))
+			continue;
+		if ((uint64_t)kb << 10 > best)
+			best = (uint64_t)kb << 10;
+	}
+	closedir(d);
 	return best;
 }
 

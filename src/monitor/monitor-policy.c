@@ -117,6 +117,14 @@ void mon_limit_plan(uint64_t limit, struct mon_limit_plan *out)
 	out->threshold = limit - limit / 32;
 	out->line = limit - limit / 16;
 	out->target = limit / 4 * 3;
+	out->file_reserve = limit / MON_FILE_RESERVE_DIV;
+}
+
+uint64_t mon_file_reserve(uint64_t limit, uint64_t readahead)
+{
+	uint64_t lo = limit / MON_FILE_RESERVE_DIV, hi = limit / MON_FILE_RESERVE_MAX_DIV;
+	uint64_t r = readahead > UINT64_MAX / 2 ? UINT64_MAX : 2 * readahead;
+	return r < lo ? lo : r > hi ? hi : r;
 }
 
 uint64_t mon_limit_excess(const struct mon_limit_plan *pl, uint64_t usage)
@@ -126,8 +134,7 @@ uint64_t mon_limit_excess(const struct mon_limit_plan *pl, uint64_t usage)
 
 uint64_t mon_limit_reclaimable(const struct mon_limit_plan *pl, uint64_t file)
 {
-	uint64_t reserve = pl->limit / MON_FILE_RESERVE_DIV;
-	return file > reserve ? file - reserve : 0;
+	return file > pl->file_reserve ? file - pl->file_reserve : 0;
 }
 
 bool mon_pressure_file_first(const struct mon_limit_plan *pl, uint64_t reclaimable)

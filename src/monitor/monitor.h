@@ -68,18 +68,28 @@ int mon_meminfo_level(int used_pct);
 
 /* the limit: the lines drawn under it (bytes) */
 struct mon_limit_plan {
-	uint64_t limit;     /* the smallest applicable limit */
-	uint64_t threshold; /* a crossing starts a purge (97%) */
-	uint64_t line;      /* the budget keeps usage under it (94%) */
-	uint64_t target;    /* a threshold purge stops here (75%) */
+	uint64_t limit;        /* the smallest applicable limit */
+	uint64_t threshold;    /* a crossing starts a purge (97%) */
+	uint64_t line;         /* the budget keeps usage under it (94%) */
+	uint64_t target;       /* a threshold purge stops here (75%) */
+	uint64_t file_reserve; /* file cache still counted (mon_file_reserve) */
 };
 void mon_limit_plan(uint64_t limit, struct mon_limit_plan *out) _nonnull_();
 /* bytes a limit purge takes at usage: down to the target, never below */
 uint64_t mon_limit_excess(const struct mon_limit_plan *pl, uint64_t usage) _nonnull_();
 /* the file cache left out of the usage (A3): all the reclaimable cache
- * but a reserve of L/MON_FILE_RESERVE_DIV for file I/O in flight (pages
- * being read are locked: the kernel cannot reclaim them, measured) */
+ * but a reserve for file I/O in flight.  Pages being read in are locked,
+ * so the kernel cannot reclaim them, and a sequential reader can have two
+ * readahead windows in flight (the one it waits for and the next).  With
+ * L/16 only, a cache at its line beside a streaming reader left 16 MiB of
+ * a 128 MiB limit to file cache and the cgroup hit its limit millions of
+ * times in 10 s; once it was OOM-killed (doc/monitor.md).  The reserve is
+ * two of the largest window among the block devices, at least
+ * L/MON_FILE_RESERVE_DIV (mon_limit_plan's value) and at most
+ * L/MON_FILE_RESERVE_MAX_DIV (the cache keeps the rest of the limit) */
 #define MON_FILE_RESERVE_DIV 16
+#define MON_FILE_RESERVE_MAX_DIV 4
+uint64_t mon_file_reserve(uint64_t limit, uint64_t readahead);
 uint64_t mon_limit_reclaimable(const struct mon_limit_plan *pl, uint64_t file) _nonnull_();
 /* A3 for pressure events: a limited cgroup that still holds more than
  * L/MON_FILE_FIRST_DIV of file cache the kernel can reclaim (beyond the
@@ -105,6 +115,9 @@ unsigned mon_limit_interval(const struct mon_limit_plan *pl, uint64_t usage, uin
 ssize_t mon_read_text(const char *dir, const char *name, char *buf, size_t size);
 bool mon_exists_in(const char *dir, const char *name) _nonnull_();
 bool mon_find_key(const char *text, const char *key, uint64_t *out) _nonnull_();
+/* the largest readahead window of the block devices under dir
+ * (dir/NAME/queue/read_ahead_kb, /sys/block), in bytes; 0 if none */
+uint64_t mon_readahead_max(const char *dir) _nonnull_();
 /* a number, or "max" (UINT64_MAX); v1's "unlimited" values (>= 2^62) too */
 bool mon_parse_limit(const char *text, uint64_t *out) _nonnull_();
 bool mon_read_u64_or_max(const char *dir, const char *name, uint64_t *out) _nonnull_(2, 3);
@@ -197,6 +210,7 @@ struct mon_limit {
 	struct mon_limit_plan plan;
 	uint64_t usage;     /* last counted: raw - file */
 	uint64_t raw, file; /* last read: the usage file, the reclaimable cache */
+	uint64_t readahead; /* mon_readahead_max, read when the watcher opens */
 	unsigned interval;
 	uint64_t recheck_ms; /* next re-read of the limit itself */
 	bool warned;         /* the budget-zero warning was given */
