@@ -89,10 +89,12 @@
  *   of the handles' size, so it mostly stays cached) and prefetch the
  *   two lines from that descriptor on, three or four descriptors, while
  *   the handle's own miss is under way: eight consecutive handles of a
- *   class up to 1 KiB span at most three pages.  A hint is written once, under span_lock, when its slab is
- *   made, and read without a lock: it only chooses what to prefetch, so a
- *   wrong or missing one costs a miss, never a wrong answer.  Measured on
- *   random pairs among 10^6 256-byte objects: see doc/benchmarks.md.
+ *   class up to 1 KiB span at most three pages.  A hint is written once,
+ *   under span_lock, when its slab is made, and read without a lock: it
+ *   only chooses what to prefetch, so a wrong or missing one costs a
+ *   miss, never a wrong answer.  Random pairs among 10^6 256-byte
+ *   objects: 311-323 ns in four vrbench runs, 440 ns in the run just
+ *   before (doc/benchmarks.md, wall).
  *
  * LOCKS (nesting order)
  *   ctx->purge_lock -> log lock | requeue lock (leaves)
