@@ -66,10 +66,22 @@ static inline unsigned min_fill(const struct vr_map *m)
  * costs: the current arena's unused tail may be resident up to its 2 MiB
  * page (at most an eighth of a map of ARENA_HUGE_FROM, less beyond).
  * Smaller maps keep malloc'd arenas (heap accounting sees them); the large
- * ones show in RSS, as the object arenas do. */
+ * ones show in RSS, as the object arenas do.
+ *
+ * INNER NODES are carved from the top of an arena downwards, records and
+ * leaves from the bottom up, so each arena's inner nodes share a few
+ * pages instead of being strewn among its records and leaves: a descent
+ * at 10^7 ranges then needs fewer TLB entries for the level above the
+ * leaves, the one that no longer stays cached.  rdtsc per level at 10^7
+ * with a separate inner arena: that level 144-174 cycles instead of
+ * 231-233; this layout, random pairs among 10^7 ranges in two A/B
+ * batches: medians 689 and 701 ns against 724 and 735 (about 5%); 10^6
+ * unchanged. */
 struct vr_arena {
 	struct vr_arena *next;
-	size_t size, used;
+	size_t size;
+	size_t used; /* records and leaves: [ARENA_HDR, used) */
+	size_t top;  /* inner nodes: [top, size), carved downwards */
 	bool mapped; /* vr_map_huge'd (munmap), else malloc'd (free) */
 };
 
@@ -99,6 +111,7 @@ static struct vr_arena *arena_new(struct vr_map *m, size_t want)
 		a->mapped = false;
 	}
 	a->size = want;
+	a->top = want & ~(size_t)63; /* carves are 64-byte multiples, aligned */
 	a->used = ARENA_HDR;
 	a->next = m->arenas;
 	m->arenas = a;
@@ -106,7 +119,9 @@ static struct vr_arena *arena_new(struct vr_map *m, size_t want)
 	return a;
 }
 
-static void *carve(struct vr_map *m, size_t size)
+/* size bytes from the current arena: from its bottom, or for an inner
+ * node (high) from its top (see INNER NODES above) */
+static void *carve(struct vr_map *m, size_t size, bool high)
 {
 	struct vr_arena *a = m->arenas;
 	size = (size + 63) & ~(size_t)63;
@@ -117,13 +132,17 @@ static void *carve(struct vr_map *m, size_t size)
 		m->node_next += size;
 		return p;
 	}
-	if (!a || a->size - a->used < size) {
+	if (!a || a->top - a->used < size) {
 		size_t want = m->arena_bytes / 32;
 		want = want < ARENA_MIN ? ARENA_MIN : want > ARENA_MAX ? ARENA_MAX : want;
 		if (want < size + ARENA_HDR)
 			want = size + ARENA_HDR;
 		if (!(a = arena_new(m, want)))
 			return NULL;
+	}
+	if (high) {
+		a->top -= size;
+		return (char *)a + a->top;
 	}
 	void *p = (char *)a + a->used;
 	a->used += size;
@@ -231,7 +250,7 @@ static inline struct vr_range *free_link(const struct vr_map *m, const struct vr
 /* a node's kind is fixed when it is carved */
 static int node_new(struct vr_map *m, bool leaf)
 {
-	struct vr_bnode *n = carve(m, sizeof(*n));
+	struct vr_bnode *n = carve(m, sizeof(*n), !leaf);
 	if (!n)
 		return -1;
 	memset(n, 0, sizeof(*n));
@@ -267,10 +286,10 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 		size_t n = m->nrecords / 128;
 		n = n < SLAB_MIN ? SLAB_MIN : n > SLAB_MAX ? SLAB_MAX : n;
 		/* fill the current arena's tail rather than leave it unused */
-		size_t room = m->arenas ? (m->arenas->size - m->arenas->used) / sizeof(*r) : 0;
+		size_t room = m->arenas ? (m->arenas->top - m->arenas->used) / sizeof(*r) : 0;
 		if (room >= SLAB_MIN && room < n)
 			n = room & ~(size_t)1; /* carves are 64-byte multiples */
-		struct vr_range *v = carve(m, n * sizeof(*v));
+		struct vr_range *v = carve(m, n * sizeof(*v), false);
 		if (!v)
 			return NULL;
 		m->nrecords += n;
@@ -1011,10 +1030,26 @@ int vr_map_lookup_racy(const struct vr_map *m, uint64_t off, struct vr_range *ou
 
 /* ---- vr_map_check ---- */
 
+/* a private map's node lies in one of its arenas, an inner node in the
+ * part carved from the top (INNER NODES), a leaf in the part from the
+ * bottom */
+static bool node_placed(const struct vr_map *m, const struct vr_bnode *n)
+{
+	if (m->cap)
+		return true; /* fixed storage: no arenas */
+	for (const struct vr_arena *a = m->arenas; a; a = a->next) {
+		const char *b = (const char *)a, *p = (const char *)n;
+		if (p >= b && p < b + a->size)
+			return n->leaf ? p >= b + ARENA_HDR && p + sizeof(*n) <= b + a->used
+				       : p >= b + a->top && p + sizeof(*n) <= b + a->size;
+	}
+	return false;
+}
+
 static int check_node(const struct vr_map *m, const struct vr_bnode *n, unsigned level, uint64_t lo,
 		      uint64_t hi, const struct vr_bnode **leaf_prev, size_t *count)
 {
-	if (n->n == 0 || n->n > m->fanout)
+	if (n->n == 0 || n->n > m->fanout || !node_placed(m, n))
 		return -1;
 	if (n->leaf != (level + 1 == m->height))
 		return -1;
