@@ -3,9 +3,10 @@
  * test-huge.c - huge pages for the metadata walked at random (base/sys.c):
  * vr_map_huge's alignment and advice, VRANGE_HUGEPAGES=0, and that the
  * call sites use them: object handles (obj-alloc.c) and the range map's
- * arenas once the map is large (map/map.c).  What the kernel was asked is read back from
- * the VMA's VmFlags in /proc/self/smaps ("hg" MADV_HUGEPAGE, "nh"
- * MADV_NOHUGEPAGE): deterministic, unlike whether it found huge pages.
+ * arenas once the map is large (map/map.c).  What the kernel was asked
+ * is read back from the VMA's VmFlags in /proc/self/smaps ("hg"
+ * MADV_HUGEPAGE, "nh" MADV_NOHUGEPAGE): deterministic, unlike whether it
+ * found huge pages.
  */
 #include "tests.h"
 
@@ -161,7 +162,7 @@ static void test_obj_page_hints(void **state)
 			assert_int_equal(vr_obj_new(ctx, sizes[k], 0, &x), 0);
 			o[k][i] = x;
 			assert_false(atomic_load(&x->state) & OS_LARGE);
-			uintptr_t blk = (uintptr_t)x & ~(uintptr_t)(OBJ_META_BYTES - 1);
+			uintptr_t blk = obj_meta_block(x);
 			uint16_t h = *obj_hint_slot(x);
 			assert_int_not_equal(h, 0);
 			uintptr_t p = blk + ((uintptr_t)h << OBJ_HINT_UNIT),
@@ -180,7 +181,7 @@ static void test_obj_page_hints(void **state)
 	 * elsewhere (the block's first handle bytes, or none), pins and
 	 * unpins still count on the right pages: data kept while pinned,
 	 * then every object purged once all are unpinned */
-	uint16_t *tbl = (uint16_t *)((uintptr_t)o[0][0] & ~(uintptr_t)(OBJ_META_BYTES - 1));
+	uint16_t *tbl = (uint16_t *)obj_meta_block(o[0][0]);
 	uint16_t *keep = malloc(OBJ_HINT_BYTES);
 	assert_non_null(keep);
 	assert_true((uintptr_t)obj_hint_slot(o[7][PER - 1]) - (uintptr_t)tbl < OBJ_HINT_BYTES);

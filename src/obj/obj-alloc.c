@@ -32,7 +32,6 @@
  * pages), span_lock (leaf) for chunks, spans, large handles, the slab list.
  */
 #define _GNU_SOURCE
-#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -402,8 +401,7 @@ static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)
  * a random pin would pay a TLB miss (a two-dimensional page walk in a VM)
  * on top of the cache miss.  Each block starts with its page hints
  * (obj.h, PAGE HINTS). */
-#define META_BYTES VR_HUGE_SIZE
-static_assert(OBJ_META_BYTES == META_BYTES, "obj.h's PAGE HINTS assume 2 MiB blocks");
+#define META_BYTES OBJ_META_BYTES
 static void *meta_alloc(struct vr_objs *os, size_t size)
 {
 	size = (size + 63) & ~(size_t)63;
@@ -504,7 +502,7 @@ static struct vr_slab *slab_new(struct vr_objs *os, struct vr_class *c, int *err
 		s->pages[i].slab = s;
 		s->pages[i].objs = os;
 	}
-	uintptr_t blk = (uintptr_t)s & ~(uintptr_t)(OBJ_META_BYTES - 1);
+	uintptr_t blk = obj_meta_block(s);
 	for (uint32_t i = 0; i < c->nslots; i++) {
 		struct vr_obj *o = &s->objs[i];
 		o->ptr = s->base + (size_t)i * c->size;

@@ -365,10 +365,15 @@ struct vr_lhandle {
 #define OBJ_HINT_SHIFT 8
 #define OBJ_HINT_UNIT 5
 #define OBJ_HINT_BYTES ((OBJ_META_BYTES >> OBJ_HINT_SHIFT) * sizeof(uint16_t))
+/* the metadata block holding p: its page hints are at its start */
+static inline uintptr_t obj_meta_block(const void *p)
+{
+	return (uintptr_t)p & ~(uintptr_t)(OBJ_META_BYTES - 1);
+}
 static inline uint16_t *obj_hint_slot(const void *handle)
 {
-	uintptr_t a = (uintptr_t)handle, blk = a & ~(uintptr_t)(OBJ_META_BYTES - 1);
-	return (uint16_t *)blk + ((a - blk) >> OBJ_HINT_SHIFT);
+	uintptr_t blk = obj_meta_block(handle);
+	return (uint16_t *)blk + (((uintptr_t)handle - blk) >> OBJ_HINT_SHIFT);
 }
 /* prefetch (for writing) the page descriptors o's hint names; o is a
  * handle the library gave out (its block is mapped) */
@@ -376,8 +381,7 @@ static inline void obj_prefetch_pages(const struct vr_obj *o)
 {
 	uintptr_t h = __atomic_load_n(obj_hint_slot(o), __ATOMIC_RELAXED);
 	if (h) {
-		const char *p = (const char *)(((uintptr_t)o & ~(uintptr_t)(OBJ_META_BYTES - 1)) +
-					       (h << OBJ_HINT_UNIT));
+		const char *p = (const char *)(obj_meta_block(o) + (h << OBJ_HINT_UNIT));
 		__builtin_prefetch(p, 1);
 		__builtin_prefetch(p + 64, 1);
 	}
