@@ -337,19 +337,16 @@ uint64_t mon_readahead_max(const char *dir)
 	uint64_t best = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		char name[300], buf[32];
-		char *end;
+		char name[300];
+		uint64_t kb;
+		/* junk fails to parse; a negative or "max" reads as UINT64_MAX */
 		if (e->d_name[0] == '.' ||
 		    (size_t)snprintf(name, sizeof(name), "%s/queue/read_ahead_kb", e->d_name) >=
 			    sizeof(name) ||
-		    mon_read_text(dir, name, buf, sizeof(buf)) <= 0)
+		    !mon_read_u64_or_max(dir, name, &kb) || kb > (UINT64_MAX >> 10))
 			continue;
-		errno = 0;
-		unsigned long long kb = strtoull(buf, &end, 10);
-		if (errno || end == buf || buf[0] == '-' || kb > (UINT64_MAX >> 10))
-			continue;
-		if ((uint64_t)kb << 10 > best)
-			best = (uint64_t)kb << 10;
+		if (kb << 10 > best)
+			best = kb << 10;
 	}
 	closedir(d);
 	return best;
