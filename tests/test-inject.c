@@ -178,14 +178,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "bigmap", bigmap_body },
 };
 
-static int run_injected_in(const char *scenario, const char *spec, int *status);
-
-/* run the sweep scenario with VRANGE_FAULT_INJECT=spec; returns 1 if it fired */
-static int run_injected(const char *spec, int *status)
-{
-	return run_injected_in("sweep", spec, status);
-}
-
+/* run the scenario with VRANGE_FAULT_INJECT=spec; returns 1 if it fired */
 static int run_injected_in(const char *scenario, const char *spec, int *status)
 {
 	char path[] = "/tmp/vt-inject-XXXXXX";
@@ -207,6 +200,11 @@ static int run_injected_in(const char *scenario, const char *spec, int *status)
 	if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
 		fprintf(stderr, "%s: %s", spec, buf);
 	return strstr(buf, "fault injection fired") != NULL;
+}
+
+static int run_injected(const char *spec, int *status)
+{
+	return run_injected_in("sweep", spec, status);
 }
 
 /* runs the scenario with "any:N<suffix>" for N = 1, 2, ... until the

@@ -119,6 +119,12 @@ static struct vr_arena *arena_new(struct vr_map *m, size_t want)
 	return a;
 }
 
+/* bytes left between an arena's two carved parts */
+static inline size_t arena_room(const struct vr_arena *a)
+{
+	return a ? a->top - a->used : 0;
+}
+
 /* size bytes from the current arena: from its bottom, or for an inner
  * node (high) from its top (see INNER NODES above) */
 static void *carve(struct vr_map *m, size_t size, bool high)
@@ -132,7 +138,7 @@ static void *carve(struct vr_map *m, size_t size, bool high)
 		m->node_next += size;
 		return p;
 	}
-	if (!a || a->top - a->used < size) {
+	if (arena_room(a) < size) {
 		size_t want = m->arena_bytes / 32;
 		want = want < ARENA_MIN ? ARENA_MIN : want > ARENA_MAX ? ARENA_MAX : want;
 		if (want < size + ARENA_HDR)
@@ -286,7 +292,7 @@ struct vr_range *vr_map_alloc(struct vr_map *m)
 		size_t n = m->nrecords / 128;
 		n = n < SLAB_MIN ? SLAB_MIN : n > SLAB_MAX ? SLAB_MAX : n;
 		/* fill the current arena's tail rather than leave it unused */
-		size_t room = m->arenas ? (m->arenas->top - m->arenas->used) / sizeof(*r) : 0;
+		size_t room = arena_room(m->arenas) / sizeof(*r);
 		if (room >= SLAB_MIN && room < n)
 			n = room & ~(size_t)1; /* carves are 64-byte multiples */
 		struct vr_range *v = carve(m, n * sizeof(*v), false);
