@@ -37,9 +37,14 @@ struct line {
 	char pad[56];
 };
 
-static void bench_dram(bool huge)
+/* a dependent pointer chase in a random cyclic order over the cache lines
+ * of len bytes (on 2 MiB pages if huge), as row name.  dram: a buffer far
+ * larger than the cache, and a note of how much of it the kernel put on
+ * huge pages; else a small one, walked once whole before the samples so
+ * that what fits the cache is in it */
+static void bench_chase(const char *name, size_t len, bool huge, bool dram)
 {
-	size_t len = BY_MODE(64 * MiB, 256 * MiB, 1 * GiB), n = len / sizeof(struct line);
+	size_t n = len / sizeof(struct line);
 	uint64_t hp0 = smaps_rollup_kib("AnonHugePages");
 	struct line *l = map_huge(len, huge);
 	uint32_t *ord = malloc(n * sizeof(*ord));
@@ -58,6 +63,8 @@ static void bench_dram(bool huge)
 	free(ord);
 	uint64_t hp = smaps_rollup_kib("AnonHugePages") - hp0;
 	struct line *p = &l[0];
+	for (size_t i = 0; !dram && i < n; i++)
+		p = p->next;
 	struct samples s = { 0 };
 	size_t nsamp = BY_MODE(200, 1000, 4000);
 	for (size_t i = 0; i <= nsamp; i++) {
@@ -68,12 +75,33 @@ static void bench_dram(bool huge)
 			samples_add(&s, (double)(now_ns() - t) / STEPS);
 	}
 	CHECK(p != NULL);
-	emit_samples(SCEN, huge ? "dram-miss-2m" : "dram-miss-4k", &s, "ns");
-	emit_note("wall %s: DRAM-miss buffer of %zu MiB on %s pages: %llu MiB of it huge",
-		  bopt.variant, len / MiB, huge ? "2 MiB" : "4 KiB",
-		  (unsigned long long)(hp / 1024));
+	emit_samples(SCEN, name, &s, "ns");
+	if (dram)
+		emit_note("wall %s: DRAM-miss buffer of %zu MiB on %s pages: %llu MiB of it huge",
+			  bopt.variant, len / MiB, huge ? "2 MiB" : "4 KiB",
+			  (unsigned long long)(hp / 1024));
 	samples_free(&s);
 	unmap_huge(l, len);
+}
+
+static void bench_dram(bool huge)
+{
+	bench_chase(huge ? "dram-miss-2m" : "dram-miss-4k", BY_MODE(64 * MiB, 256 * MiB, 1 * GiB),
+		    huge, true);
+}
+
+/* One random read in a buffer the size of the range tree's level above
+ * its leaves at n ranges: what a descent pays for that level when it
+ * stays cached as well as such a buffer does.  A sequential build fills
+ * every node (src/map/map.h: 30 keys per 512-byte node), so that level
+ * holds n / 900 nodes: 0.57 MB at 10^6 ranges, 5.7 MB at 10^7.  At 10^6
+ * it sits beside the levels above it in a core's L2; at 10^7 it is as
+ * large as the share of the last-level cache a virtual machine gets. */
+static void bench_index_level(size_t n, const char *tag)
+{
+	char name[48];
+	snprintf(name, sizeof(name), "index-level-read-%s", tag);
+	bench_chase(name, (n / 900) * 512, true, false);
 }
 
 int run_wall(const char *style)
@@ -95,6 +123,8 @@ int run_wall(const char *style)
 	for (size_t i = 0; i < 4; i++) {
 		if (!(modes[i] & (1u << bopt.mode)))
 			continue;
+		if (sizes[i] >= 1000000)
+			bench_index_level(sizes[i], tags[i]);
 		bench_obj_pairs(SCEN, sizes[i], 256, tags[i]);
 		struct vr_ctx *ctx;
 		VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));

@@ -426,6 +426,17 @@ static void derive_wall(void)
 		/* what 10^7 / 10^6 costs any handle API: a random handle read */
 		add_ratio(med(S, "handle-read-floor-1e7", b) / med(S, "handle-read-floor-1e6", b),
 			  "x", NULL, 0, 0, "wall: floor: handle read 10^7 / 10^6, %s", b);
+		/* the range tree's level above the leaves (s-wall.c): a read
+		 * in a buffer of its size at 10^6 and 10^7 ranges, alone (in a
+		 * pair, the pair's own cold lines compete with it) */
+		add_ratio(med(S, "index-level-read-1e6", b), "ns", NULL, 0, 0,
+			  "wall: floor: a read in the tree's level above its leaves, 10^6 (0.57 "
+			  "MB), %s",
+			  b);
+		add_ratio(med(S, "index-level-read-1e7", b), "ns", NULL, 0, 0,
+			  "wall: floor: a read in the tree's level above its leaves, 10^7 (5.7 "
+			  "MB), %s",
+			  b);
 		add_ratio(med(S, "obj-meta-bytes-1e6", b), "B", "<= 64", -1, 64,
 			  "wall: metadata per 256-byte object, 10^6, %s", b);
 		add_ratio(med(S, "vr-rss-per-range-1e6", b), "B", "<= 64", -1, 64,
