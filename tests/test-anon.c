@@ -630,6 +630,58 @@ static void test_mlock(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* Only part of a range mlock'ed (its last page): the guard install, or
+ * MADV_DONTNEED for a range trapped with mprotect (2 MiB and more), frees
+ * the unlocked pages before the kernel refuses the locked one.  The range
+ * must not come back intact with those pages zero: it is purged, or its
+ * data is whole.  Both sizes, in a memfd-less region and an adopted span. */
+static void mlock_part_on(struct vr_ctx *c, struct vr_region *r, size_t n)
+{
+	uint8_t *b = vr_region_base(r);
+	vt_fill(b, 0, n, 9);
+	assert_int_equal(do_mlock(b + n - P, P), 0);
+	assert_int_equal(vr_mark(r, 0, n), VR_INTACT);
+	vr_ctx_purge(c, SIZE_MAX);
+	int st = vr_status(r, 0, n);
+	/* untrapped pages keep their data (trapped ones are not touched) */
+	if (!(st & VR_STATE_PURGED)) {
+		assert_true(readable(b, n));
+		assert_true(vt_check(b, 0, n, 9) == SIZE_MAX);
+	}
+	int rc = vr_unmark(r, 0, n);
+	assert_int_equal(rc, st & VR_STATE_PURGED ? VR_PURGED : VR_INTACT);
+	if (rc == VR_INTACT)
+		assert_true(vt_check(b, 0, n, 9) == SIZE_MAX);
+	assert_int_equal(do_munlock(b + n - P, P), 0);
+}
+
+static void test_mlock_part(void **state)
+{
+	(void)state;
+	struct vr_ctx *c = new_ctx();
+	uint8_t *probe = map_anon(P);
+	if (do_mlock(probe, P) < 0) {
+		print_message("[  SKIP    ] mlock: %s\n", strerror(errno));
+		munmap(probe, P);
+		vr_ctx_destroy(c);
+		skip();
+	}
+	do_munlock(probe, P);
+	munmap(probe, P);
+	const size_t sizes[] = { 4 * P, 4 << 20 };
+	for (size_t i = 0; i < 2; i++) {
+		struct vr_region *r = new_anon(c, sizes[i]);
+		mlock_part_on(c, r, sizes[i]);
+		vr_region_destroy(r);
+		uint8_t *m = map_anon(sizes[i]);
+		assert_int_equal(vr_region_adopt(c, m, sizes[i], 0, &r), 0);
+		mlock_part_on(c, r, sizes[i]);
+		vr_region_destroy(r);
+		munmap(m, sizes[i]);
+	}
+	vr_ctx_destroy(c);
+}
+
 /* ------------------------------------------------------------------ */
 /* scenarios: the fault path on anonymous memory                        */
 
@@ -830,6 +882,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_adopt_rwx),
 		cmocka_unit_test(test_adopt_malloc),
 		cmocka_unit_test(test_mlock),
+		cmocka_unit_test(test_mlock_part),
 		cmocka_unit_test(test_fault_handler),
 		cmocka_unit_test(test_fault_sigbus),
 	};

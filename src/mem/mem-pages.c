@@ -6,6 +6,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sys/mman.h>
+
+#include "base/inject.h"
+#include "base/sys.h"
 
 #include "vrange.h"
 #include "mem/mem.h"
@@ -56,6 +60,19 @@ static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 	return vr_trap_arm(r, a, len);
 }
 
+/* Private anonymous memory is freed by the call that fails here (a guard
+ * install, or MADV_DONTNEED), and the kernel walks the span's VMAs in
+ * order, stopping at the first that refuses (an mlock'ed piece): the ones
+ * before it were freed already.  Did that happen?  The same call on the
+ * first page alone tells: it fails as the whole did when the first VMA
+ * refused (nothing was freed), and succeeds when the first VMA was freed
+ * (doing it again changes nothing).  Memfd mappings lose nothing to
+ * either call. */
+static bool freed_part(struct vr_region *r, void *a, int advice)
+{
+	return r->fd < 0 && vr_madvise(a, vr_page_size(), advice) == 0;
+}
+
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
 	void *a = r->base + p0;
@@ -66,6 +83,10 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	if (err == VR_DISCARD_STUCK || err == -EBUSY)
 		return err; /* -EBUSY: the guard protocol undid its markers itself */
 	if (err < 0) {
+		/* a guard install that failed part-way on private memory freed
+		 * pages: keep the markers it set, the range is purged */
+		if (!prot && r->trap->frees_private && freed_part(r, a, MADV_GUARD_INSTALL))
+			return VR_DISCARD_STUCK;
 		/* arming may have failed part-way: take back what was armed;
 		 * if even that fails, pages with data may stay trapped, and the
 		 * range must be taken as purged (its data is never lost, but a
@@ -74,8 +95,13 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	}
 	/* the memory goes through the region's kind (kind.h): a hole in the
 	 * memfd, or MADV_DONTNEED unless the guard markers freed it */
-	err = r->kind->free_pages(r, p0, p1, !prot && r->trap->frees_private);
+	bool trap_freed = !prot && r->trap->frees_private;
+	err = r->kind->free_pages(r, p0, p1, trap_freed);
 	if (err < 0) {
+		/* MADV_DONTNEED failed part-way: pages were freed, and the trap
+		 * stays on all of them (the range is purged) */
+		if (!trap_freed && freed_part(r, a, MADV_DONTNEED))
+			return VR_DISCARD_STUCK;
 		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
