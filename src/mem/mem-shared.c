@@ -288,6 +288,29 @@ static void rearm_and_repunch(struct vr_region *r)
 		       (unsigned long long)left);
 }
 
+int (*vr_shared_unmark_fn)(struct vr_region *r, uint64_t a, uint64_t b);
+
+/* an unmark that had begun to fill holes when its holder died: finish
+ * it (shared.h, DEATH); lock held, the map rebuilt */
+static void complete_unmark(struct vr_region *r)
+{
+	struct vr_shm *s = r->shm;
+	uint64_t a = atomic_load_explicit(&s->unmark_lo, memory_order_relaxed);
+	uint64_t b = atomic_load_explicit(&s->unmark_hi, memory_order_relaxed);
+	int (*fn)(struct vr_region *, uint64_t, uint64_t) =
+		__atomic_load_n(&vr_shared_unmark_fn, __ATOMIC_RELAXED);
+	if (a < b && b <= r->size && fn) {
+		int rc = fn(r, a, b);
+		/* failed: the bytes stay purged, their pages punched again
+		 * below once every mapping traps them */
+		if (rc < 0)
+			vr_dbg("repair: unmark of [%llu, %llu) not completed: %s",
+			       (unsigned long long)a, (unsigned long long)b, strerror(-rc));
+	}
+	atomic_store_explicit(&s->unmark_lo, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->unmark_hi, 0, memory_order_relaxed);
+}
+
 /* EOWNERDEAD: this thread holds the lock, the map may be mid-change */
 static void repair(struct vr_region *r)
 {
@@ -301,6 +324,7 @@ static void repair(struct vr_region *r)
 		vr_log_raw("vrange: shared state of a dead process cannot be repaired\n");
 		abort();
 	}
+	complete_unmark(r);
 	recount(s);
 	rearm_and_repunch(r);
 	atomic_fetch_add_explicit(&s->trap_epoch, 1, memory_order_relaxed);

@@ -69,8 +69,14 @@
  * PURGED if any part was); the file's gauges are recounted; every purged
  * range's whole pages are armed in every mapping and punched again, as
  * TRAPPED HOLES says (a purger killed between publish and punch leaves
- * the range wholly purged, never half; an unmarker killed before it
- * trimmed leaves it purged, as if it had not been called); the markers
+ * the range wholly purged, never half); an unmarker killed once it began
+ * to fill holes (shm->unmark_lo/hi set) is completed first, by the
+ * repairer, before the re-punch: its fills are zeros that other mappings
+ * read without a trap from the instant they are made (userfaultfd: the
+ * hole was the trap; the guard protocol: DISARM may be out), so the
+ * bytes must end non-volatile (reading 0 after an unmark is S5), never
+ * purged again; an unmarker killed before that leaves them purged, as
+ * if it had not been called; the markers
  * are resynced; pthread_mutex_consistent() last.  A repairer that dies in
  * turn leaves EOWNERDEAD to the next locker, which repairs again.  Repair
  * allocates nothing and may run in the fault path (it sorts in place)
@@ -134,6 +140,10 @@ struct vr_shm {
 	_Atomic uint64_t purged_bytes;
 	_Atomic uint64_t repairs; /* lock holders found dead and repaired after */
 	_Atomic uint64_t rewaits; /* waits for the lock that ran out (LOST WAKEUPS) */
+	/* an unmark that fills holes, under lock: [unmark_lo, unmark_hi)
+	 * from before the first fill until the records are trimmed; a
+	 * repair completes it (DEATH) */
+	_Atomic uint64_t unmark_lo, unmark_hi;
 	/* the cooperative guard protocol's block (S32, where userfaultfd is
 	 * refused): all zero in a new file */
 	uint8_t coop[4096] __attribute__((aligned(64)));
@@ -180,5 +190,8 @@ int vr_shared_trylock(struct vr_region *r);
 /* brings this region's share of the ctx gauges up to the file's (lock
  * held) */
 void vr_shared_sync(struct vr_region *r);
+/* the unmark of [a, b) under the lock (region.c sets it when it joins a
+ * shared file: repair completes an unmark cut short with it) */
+extern int (*vr_shared_unmark_fn)(struct vr_region *r, uint64_t a, uint64_t b);
 
 #endif

@@ -118,6 +118,8 @@ static int region_join(struct vr_ctx *ctx, int fd, const struct stat *st,
 {
 	if (!vr_trap_shared_ops())
 		return -EOPNOTSUPP; /* S32: no way to trap every mapping */
+	/* what a repair completes an unmark with (shared.h, DEATH) */
+	__atomic_store_n(&vr_shared_unmark_fn, vr_region_unmark_locked, __ATOMIC_RELAXED);
 	struct vr_shm_map *sm;
 	int err = vr_shared_get(fd, st, t, &sm);
 	if (err < 0)

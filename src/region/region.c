@@ -371,6 +371,24 @@ bool vr_region_purged_in(struct vr_region *r, size_t off, size_t len)
 	return purged;
 }
 
+/* ---- filling discarded pages before access is restored ---- */
+/* pwrite all of [off, off + len) through the region's file; 0 or -errno */
+static int fill_file(struct vr_region *r, size_t off, const void *src, size_t len)
+{
+	const uint8_t *p = src;
+	while (len > 0) {
+		ssize_t n = pwrite(r->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (size_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* ---- unmark ---- */
 
 /* what [a, b) covers: any purged range, a range that extends past both
@@ -452,9 +470,23 @@ static void unmark_cut(struct vr_region *r, struct vr_range *x, uint64_t a, uint
 		vr_map_free(m, spare);
 }
 
+/* a shared file's record of the unmark in progress: [a, b), or none
+ * (a == b == 0); stored before the system calls that follow it */
+static void unmark_intent(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	atomic_store_explicit(&r->shm->unmark_hi, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->shm->unmark_lo, a, memory_order_relaxed);
+	atomic_store_explicit(&r->shm->unmark_hi, b, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
 /* S5: scan, then take what can fail (the spare record, the restore of
- * trapped pages) before anything changes, then cut */
-static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
+ * trapped pages) before anything changes, then cut.  src (vr_unmark_fill):
+ * the interval's data, written through the file once nothing but the
+ * write and the restore can fail any more: a write into a hole is a fill
+ * (under userfaultfd it takes the trap away in every mapping), so it
+ * must not come before a refusal that leaves the bytes purged. */
+static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b, const void *src)
 {
 	struct vr_map *m = r->map;
 
@@ -462,14 +494,19 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	vr_ref *link = vr_map_find_link(m, a);
 	struct vr_range *hit = link ? vr_map_link_rec(m, link) : NULL;
 	if (hit && hit->start == a && hit->end == b && !vr_range_purged(hit)) {
+		int err = src ? fill_file(r, a, src, b - a) : 0;
+		if (err < 0)
+			return err;
 		range_drop(r, hit, link);
 		vr_region_publish_oldest(r);
 		return VR_INTACT;
 	}
 
 	struct vr_range *first = vr_map_first_end_after(m, a);
-	if (!first || first->start >= b)
-		return VR_INTACT; /* nothing volatile in the interval */
+	if (!first || first->start >= b) { /* nothing volatile in the interval */
+		int err = src ? fill_file(r, a, src, b - a) : 0;
+		return err < 0 ? err : VR_INTACT;
+	}
 
 	struct unmark_scan u = unmark_scan(r, first, a, b);
 	struct vr_range *spare = NULL;
@@ -480,45 +517,49 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 		if (!spare)
 			return alloc_err(r);
 	}
-	if (u.lo < u.hi) {
-		int err = vr_restore_pages(r, u.lo, u.hi);
-		if (err < 0) {
-			if (spare)
-				vr_map_free(m, spare);
-			return err;
-		}
+	/* a shared file: from the first fill on, other mappings may read the
+	 * filled pages (zeros, or src) without a trap, so a holder killed
+	 * from here on is completed by the repair, never undone (shared.h,
+	 * DEATH) */
+	bool intent = r->shm && (u.lo < u.hi || src);
+	if (intent)
+		unmark_intent(r, a, b);
+	int err = src ? fill_file(r, a, src, b - a) : 0;
+	if (err == 0 && u.lo < u.hi)
+		err = vr_restore_pages(r, u.lo, u.hi);
+	if (err < 0) {
+		if (intent)
+			unmark_intent(r, 0, 0);
+		if (spare)
+			vr_map_free(m, spare);
+		return err;
 	}
 	unmark_cut(r, first, a, b, spare);
+	if (intent)
+		unmark_intent(r, 0, 0);
 	vr_region_publish_oldest(r);
 	return u.purged ? VR_PURGED : VR_INTACT;
 }
 
+/* the repair's completion of an unmark cut short (shared.h, DEATH) */
+int vr_region_unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	return unmark_locked(r, a, b, NULL);
+}
+
+static int unmark_plain(struct vr_region *r, uint64_t a, uint64_t b)
+{
+	return unmark_locked(r, a, b, NULL);
+}
+
 _export_ int vr_unmark(struct vr_region *r, size_t off, size_t len)
 {
-	return locked_span(r, off, len, unmark_locked);
+	return locked_span(r, off, len, unmark_plain);
 }
 
 _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 {
 	return locked_span(r, off, len, status_locked);
-}
-
-/* ---- filling discarded pages before access is restored ---- */
-/* pwrite all of [off, off + len) through the region's file; 0 or -errno */
-static int fill_file(struct vr_region *r, size_t off, const void *src, size_t len)
-{
-	const uint8_t *p = src;
-	while (len > 0) {
-		ssize_t n = pwrite(r->fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (size_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 _export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
@@ -551,9 +592,7 @@ _export_ int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const v
 	if (vr_held(r->lockp))
 		return -EDEADLK;
 	vr_region_lock(r);
-	rc = fill_file(r, off, src, len);
-	if (rc == 0)
-		rc = unmark_locked(r, off, off + len);
+	rc = unmark_locked(r, off, off + len, src);
 	vr_region_unlock(r);
 	return rc;
 }

@@ -46,6 +46,8 @@ int vr_region_create_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned 
 int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out);
 /* releases a region that is not (or no longer) registered nor linked */
 void vr_region_close(struct vr_region *r, bool inherited) _nonnull_();
+/* vr_unmark of [a, b) with the region lock held (a shared file's repair) */
+int vr_region_unmark_locked(struct vr_region *r, uint64_t a, uint64_t b) _nonnull_();
 
 /* region-source.c: a region (unit) as a purge source (base/source.h) */
 extern const struct vr_source_ops vr_region_source;
