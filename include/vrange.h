@@ -780,9 +780,9 @@ typedef int (*vr_fault_fn)(struct vr_region *r, size_t off, size_t len, void *fa
  *
  * When this returns, no call of the handler it replaced is running or
  * will start, in any thread, so the caller may free the old @arg; the
- * exception is a call from inside a fault handler, which does not wait
- * (its own call is in flight, and two threads replacing handlers from
- * handlers would wait for each other).
+ * exception is a call from inside a fault handler or an object purge
+ * handler, which does not wait (its own call is in flight, and two
+ * threads replacing handlers from handlers would wait for each other).
  *
  * Returns: 0, -EINVAL, or -EDEADLK (as vr_mark()).
  * Since: 0.1
@@ -1111,8 +1111,9 @@ int vr_group_new(struct vr_ctx *ctx, int priority, struct vr_group **out);
  * stays, with its limit and purge handler.  vr_ctx_destroy() destroys the
  * groups left.  Must not race with other calls on the group or its
  * objects, and must not be called from the group's own purge handler.
- * The group's purge handler is not running (but in the calling thread)
- * and is not called again when this returns.
+ * The group's purge handler is not running and is not called again when
+ * this returns (called from inside a purge or fault handler, it does not
+ * wait: see vr_group_set_purge_handler).
  *
  * Since: 0.3
  * Context: may make system calls; waits for the group's purge handler
@@ -1254,8 +1255,11 @@ typedef void (*vr_purge_fn)(struct vr_obj *o, void *arg);
  *
  * A purge made while the group has no handler is never reported later.
  * When this returns, the handler it replaced is not running and will not
- * be called again (unless this is called from inside a handler: then
- * only the calling thread's own call may still be running).
+ * be called again, in any thread, so the caller may free the old @arg;
+ * the exception is a call from inside a purge handler or a fault
+ * handler, which does not wait at all (two threads replacing handlers
+ * from handlers would wait for each other): another thread's call of the
+ * old handler may then still be running.
  *
  * Returns: 0, -EINVAL (NULL, inherited over fork).
  * Since: 0.3

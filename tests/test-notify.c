@@ -14,6 +14,20 @@
  * enforces (VRANGE_MEMORY_LIMIT), while a fourth purges groups and the
  * ctx: at the end each object was reported exactly as often as it was
  * purged (the VR_PURGED pins, plus one if it is purged now).
+ * repin: another thread pins a purged large object while the purging
+ * thread reports it; the object must stay purgeable afterwards (a pin
+ * that stored its pre-restore state back put a cleared OS_NOTIFY back,
+ * and every later purge skipped the object as "not reported yet").
+ * again: an object pinned and unpinned between its purge and its report
+ * is not purged again, by another thread, while its handler call runs
+ * (it was: the reporter cleared OS_NOTIFY before the call).
+ * requeue: more objects than a purge run can keep skipped (96) are
+ * skipped because their reports are pending; once reported they are
+ * purgeable again (they lost their LRU entry for good).
+ * logfn: vr_set_log_fn called from a purge handler waits for another
+ * thread's call of the log function it replaced (it did not: the
+ * callback sections of every kind shared one epoch, and a setter inside
+ * any section did not wait).
  */
 #include "tests.h"
 
@@ -300,14 +314,237 @@ static void test_concurrent(void **state)
 	free(k);
 }
 
+/* ---- repin ---- */
+struct repin {
+	struct vr_obj *o;
+	_Atomic int go, done, stop, bad;
+};
+
+static void nop_fn(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	(void)arg;
+}
+
+static void *repinner(void *arg)
+{
+	struct repin *k = arg;
+	while (!atomic_load(&k->stop)) {
+		if (!atomic_load(&k->go))
+			continue;
+		/* pin as soon as the purge shows, while its report may run */
+		while (vr_obj_status(k->o) != (VR_STATE_VOLATILE | VR_STATE_PURGED))
+			if (atomic_load(&k->stop))
+				return NULL;
+		if (vr_obj_pin(k->o) != VR_PURGED)
+			atomic_store(&k->bad, 1);
+		atomic_store(&k->go, 0);
+		atomic_store(&k->done, 1);
+	}
+	return NULL;
+}
+
+static void test_repin(void **state)
+{
+	(void)state;
+	struct vr_ctx *c;
+	struct vr_group *g;
+	struct repin k = { 0 };
+	pthread_t t;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 3, &g), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, nop_fn, NULL), 0);
+	assert_int_equal(vr_obj_new_in(g, P, 0, 0, &k.o), 0);
+	assert_int_equal(pthread_create(&t, NULL, repinner, &k), 0);
+	ssize_t got = (ssize_t)P;
+	for (int i = 0; i < 3000 && got == (ssize_t)P; i++) {
+		assert_int_equal(vr_obj_unpin(k.o), 0);
+		atomic_store(&k.done, 0);
+		atomic_store(&k.go, 1);
+		got = vr_group_purge(g, SIZE_MAX);
+		while (got == (ssize_t)P && !atomic_load(&k.done))
+			;
+	}
+	atomic_store(&k.stop, 1);
+	pthread_join(t, NULL);
+	if (got != (ssize_t)P) /* one more chance, nothing racing now */
+		got = vr_group_purge(g, SIZE_MAX);
+	assert_int_equal(got, (ssize_t)P);
+	assert_int_equal(atomic_load(&k.bad), 0);
+	vr_ctx_destroy(c);
+}
+
+/* ---- again ---- */
+static struct {
+	struct vr_group *g;
+	struct vr_obj *o1, *o2;
+	_Atomic int go, purged, again;
+} A;
+
+static void again_fn(struct vr_obj *o, void *arg)
+{
+	(void)arg;
+	if (o == A.o1) { /* o2's report is pending: pin (refill) and unpin it */
+		assert_int_equal(vr_obj_pin(A.o2), VR_PURGED);
+		assert_int_equal(vr_obj_unpin(A.o2), 0);
+		return;
+	}
+	atomic_store(&A.go, 1); /* another thread purges the group now */
+	for (int i = 0; i < 2000 && !atomic_load(&A.purged); i++)
+		usleep(1000);
+	if (vr_obj_status(o) & VR_STATE_PURGED)
+		atomic_store(&A.again, 1);
+}
+
+static void *again_purger(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&A.go))
+		usleep(100);
+	vr_group_purge(A.g, SIZE_MAX);
+	atomic_store(&A.purged, 1);
+	return NULL;
+}
+
+static void test_again(void **state)
+{
+	(void)state;
+	struct vr_ctx *c;
+	pthread_t t;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 3, &A.g), 0);
+	assert_int_equal(vr_group_set_purge_handler(A.g, again_fn, NULL), 0);
+	assert_int_equal(vr_obj_new_in(A.g, P, 0, 0, &A.o1), 0);
+	assert_int_equal(vr_obj_new_in(A.g, P, 0, 0, &A.o2), 0);
+	assert_int_equal(vr_obj_unpin(A.o1), 0); /* older: reported first */
+	assert_int_equal(vr_obj_unpin(A.o2), 0);
+	assert_int_equal(pthread_create(&t, NULL, again_purger, NULL), 0);
+	assert_int_equal(vr_group_purge(A.g, SIZE_MAX), (ssize_t)(2 * P));
+	pthread_join(t, NULL);
+	assert_true(atomic_load(&A.purged));
+	assert_int_equal(atomic_load(&A.again), 0);
+	/* the call returned: o2 is purgeable again */
+	assert_int_equal(vr_group_set_purge_handler(A.g, NULL, NULL), 0);
+	assert_int_equal(vr_group_purge(A.g, SIZE_MAX), (ssize_t)P);
+	vr_ctx_destroy(c);
+}
+
+/* ---- requeue ---- */
+enum { RQ_N = 128 };
+static struct {
+	struct vr_group *g;
+	struct vr_obj *o[RQ_N];
+	int depth, done;
+} R;
+
+static void requeue_fn(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	(void)arg;
+	R.depth++;
+	if (R.depth == 1 && !R.done) {
+		vr_group_purge(R.g, SIZE_MAX); /* the next batch, reported in here */
+	} else if (R.depth == 2 && !R.done) {
+		R.done = 1;
+		/* 126 reports pending: pin and unpin them, then purge: each is
+		 * skipped, more than a run keeps */
+		for (int i = 0; i < RQ_N; i++) {
+			assert_true(vr_obj_pin(R.o[i]) >= 0);
+			assert_int_equal(vr_obj_unpin(R.o[i]), 0);
+		}
+		vr_group_purge(R.g, SIZE_MAX);
+	}
+	R.depth--;
+}
+
+static void test_requeue(void **state)
+{
+	(void)state;
+	struct vr_ctx *c;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 3, &R.g), 0);
+	assert_int_equal(vr_group_set_purge_handler(R.g, requeue_fn, NULL), 0);
+	for (int i = 0; i < RQ_N; i++) {
+		assert_int_equal(vr_obj_new_in(R.g, P, 0, 0, &R.o[i]), 0);
+		assert_int_equal(vr_obj_unpin(R.o[i]), 0);
+	}
+	vr_group_purge(R.g, SIZE_MAX);
+	assert_true(R.done);
+	assert_int_equal(vr_group_set_purge_handler(R.g, NULL, NULL), 0);
+	vr_group_purge(R.g, SIZE_MAX);
+	for (int i = 0; i < RQ_N; i++)
+		assert_int_equal(vr_obj_status(R.o[i]), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	assert_int_equal(vr_group_stat(R.g, VR_STAT_VOLATILE_BYTES), 0);
+	vr_ctx_destroy(c);
+}
+
+/* ---- logfn ---- */
+static struct {
+	_Atomic int in_log, log_done, waited;
+} L;
+static __thread int slow_logger;
+
+static void slow_log(int prio, const char *msg, void *arg)
+{
+	(void)prio;
+	(void)msg;
+	(void)arg;
+	if (!slow_logger || atomic_exchange(&L.in_log, 1))
+		return;
+	usleep(200 * 1000);
+	atomic_store(&L.log_done, 1);
+}
+
+static void set_log_in_handler(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	(void)arg;
+	vr_set_log_fn(NULL, NULL);
+	atomic_store(&L.waited, atomic_load(&L.log_done) ? 1 : 2);
+}
+
+static void *logging_purger(void *arg)
+{
+	slow_logger = 1;
+	vr_ctx_purge(arg, SIZE_MAX); /* logs the purge of its object */
+	return NULL;
+}
+
+static void test_logfn(void **state)
+{
+	(void)state;
+	struct vr_ctx *c1, *c2;
+	struct vr_group *g;
+	struct vr_obj *o1, *o2;
+	pthread_t t;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c1), 0);
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c2), 0);
+	assert_int_equal(vr_group_new(c2, 3, &g), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, set_log_in_handler, NULL), 0);
+	assert_int_equal(vr_obj_new(c1, P, 0, &o1), 0);
+	assert_int_equal(vr_obj_unpin(o1), 0);
+	assert_int_equal(vr_obj_new_in(g, P, 0, 0, &o2), 0);
+	assert_int_equal(vr_obj_unpin(o2), 0);
+	vr_set_log_fn(slow_log, NULL);
+	assert_int_equal(pthread_create(&t, NULL, logging_purger, c1), 0);
+	while (!atomic_load(&L.in_log))
+		usleep(1000);
+	assert_int_equal(vr_group_purge(g, SIZE_MAX), (ssize_t)P);
+	pthread_join(t, NULL);
+	vr_set_log_fn(NULL, NULL);
+	assert_int_equal(atomic_load(&L.waited), 1);
+	vr_ctx_destroy(c1);
+	vr_ctx_destroy(c2);
+}
+
 int main(void)
 {
 	P = vt_pg();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_once),
-		cmocka_unit_test(test_frees),
-		cmocka_unit_test(test_replace),
-		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_once),    cmocka_unit_test(test_frees),
+		cmocka_unit_test(test_replace), cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_repin),   cmocka_unit_test(test_again),
+		cmocka_unit_test(test_requeue), cmocka_unit_test(test_logfn),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }

@@ -27,33 +27,70 @@
 #include "base/epoch.h"
 #include "base/callback.h"
 
-static struct vr_epoch ep;
-/* sections this thread is in, per epoch parity (the shard index is
- * epoch.h's, shared with the registry) */
-static __thread long mine[2] __attribute__((tls_model("initial-exec")));
+/* Log functions have an epoch of their own.  With one epoch for every
+ * kind, a purge handler that called vr_set_log_fn (or a setter of a
+ * fault handler) did not wait for another thread's call of the function
+ * it replaced, as vr_set_log_fn promises it does.  A log function calls
+ * no vr_* function, so a thread never waits for one that waits for it. */
+enum { CB_HANDLER, CB_LOG };
+static struct vr_epoch ep[2];
+/* sections this thread is in, per kind and epoch parity (the shard index
+ * is epoch.h's, shared with the registry) */
+static __thread long mine[2][2] __attribute__((tls_model("initial-exec")));
+
+static unsigned long enter(int k)
+{
+	unsigned long e = vr_epoch_enter(&ep[k]);
+	mine[k][e & 1]++;
+	return e;
+}
+
+static void leave(int k, unsigned long e)
+{
+	mine[k][e & 1]--;
+	vr_epoch_leave(&ep[k], e);
+}
+
+static void synchronize(int k)
+{
+	if (mine[k][0] || mine[k][1])
+		return; /* called from a callback of this kind: see above */
+	vr_epoch_synchronize(&ep[k]);
+}
 
 unsigned long vr_cb_enter(void)
 {
-	unsigned long e = vr_epoch_enter(&ep);
-	mine[e & 1]++;
-	return e;
+	return enter(CB_HANDLER);
 }
 
 void vr_cb_leave(unsigned long e)
 {
-	mine[e & 1]--;
-	vr_epoch_leave(&ep, e);
+	leave(CB_HANDLER, e);
 }
 
 void vr_cb_synchronize(void)
 {
-	if (mine[0] || mine[1])
-		return; /* called from a callback: see above */
-	vr_epoch_synchronize(&ep);
+	synchronize(CB_HANDLER);
+}
+
+unsigned long vr_cb_log_enter(void)
+{
+	return enter(CB_LOG);
+}
+
+void vr_cb_log_leave(unsigned long e)
+{
+	leave(CB_LOG, e);
+}
+
+void vr_cb_log_synchronize(void)
+{
+	synchronize(CB_LOG);
 }
 
 void vr_cb_atfork_child(void)
 {
 	/* only the forking thread exists: its own sections stay counted */
-	vr_epoch_reset(&ep, mine);
+	vr_epoch_reset(&ep[CB_HANDLER], mine[CB_HANDLER]);
+	vr_epoch_reset(&ep[CB_LOG], mine[CB_LOG]);
 }

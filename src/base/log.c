@@ -45,7 +45,7 @@ _export_ void vr_set_log_fn(vr_log_fn fn, void *arg)
 		atomic_fetch_and(&vr_debug, ~2);
 	vr_unlock(&log_lock);
 	/* the function replaced is not running when this returns */
-	vr_cb_synchronize();
+	vr_cb_log_synchronize();
 }
 
 /* fork: log_lock is taken in prepare and re-created in the child, so a
@@ -96,17 +96,17 @@ static void log_line(int prio, const char *buf)
 {
 	if (vr_held(&log_lock))
 		return; /* a signal handler interrupted this thread's vr_set_log_fn */
-	unsigned long cb = vr_cb_enter();
+	unsigned long cb = vr_cb_log_enter();
 	vr_lock(&log_lock, VR_RANK_LOG);
 	vr_log_fn fn = log_fn;
 	void *arg = log_arg;
 	vr_unlock(&log_lock);
 	if (fn) {
 		fn(prio, buf, arg);
-		vr_cb_leave(cb);
+		vr_cb_log_leave(cb);
 		return;
 	}
-	vr_cb_leave(cb);
+	vr_cb_log_leave(cb);
 	char line[600];
 	int n = snprintf(line, sizeof(line), "vrange[%d]: %s%s\n", (int)getpid(),
 			 prio == VR_LOG_WARNING ? "warning: " : "", buf);

@@ -368,15 +368,31 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
 	atomic_fetch_add_explicit(&os->ndiscard, 1, memory_order_relaxed);
 	int err = obj_trap(p, len, true);
-	if (err < 0)
-		return err;
-	if (vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p - ch->base),
-			 (off_t)len) < 0) {
+	if (err == 0 && vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				     (off_t)(p - ch->base), (off_t)len) < 0)
 		err = -errno;
-		obj_trap(p, len, false);
-		return err;
+	if (err == 0)
+		return 0;
+	/* an arm may fail part-way, a punch after a whole one: take the trap
+	 * back; if even that fails, pages with data stay trapped and must be
+	 * taken as purged (never reported intact: a pin would not restore
+	 * them, and the caller's first touch would be a SIGSEGV) */
+	if (obj_trap(p, len, false) < 0) {
+		atomic_fetch_add(&os->nstuck, 1);
+		return OBJ_DISCARD_STUCK;
 	}
-	return 0;
+	return err;
+}
+
+/* after a purged large object's restore: its pages read 0 (S20), also
+ * when a discard was left trapped but not punched (OBJ_DISCARD_STUCK);
+ * false if they may still hold data */
+bool vr_objs_zeroed(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len)
+{
+	if (!atomic_load_explicit(&os->nstuck, memory_order_relaxed))
+		return true;
+	return vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			    (off_t)(p - ch->base), (off_t)len) == 0;
 }
 
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
@@ -386,11 +402,12 @@ int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
 	return obj_trap(p, len, false);
 }
 
-static void punch(struct vr_chunk *ch, uint8_t *p, size_t len)
+/* false if the pages keep their bytes (the punch failed): a span whose
+ * punch failed must not be handed out again as zero (S19) */
+static bool punch(struct vr_chunk *ch, uint8_t *p, size_t len)
 {
-	/* best effort: a failed punch keeps memory, never data of a live object */
-	(void)vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			   (off_t)(p - ch->base), (off_t)len);
+	return vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			    (off_t)(p - ch->base), (off_t)len) == 0;
 }
 
 /* ---- metadata memory (span_lock held) ----
@@ -696,9 +713,12 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 	size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
 	bool reusable = true;
 	if ((s & OS_PURGED) && !(s & OS_PINNED))
-		reusable = vr_objs_restore(os, o->ptr, len) == 0; /* else: stays trapped */
-	else
-		punch(ch, o->ptr, len);
+		/* else: stays trapped; or kept its bytes (OBJ_DISCARD_STUCK) */
+		reusable = vr_objs_restore(os, o->ptr, len) == 0 &&
+			   vr_objs_zeroed(os, ch, o->ptr, len);
+	else /* a span that kept its bytes is not reused: a new object there
+	      * would not read as zero (span_alloc hands spans out unwritten) */
+		reusable = punch(ch, o->ptr, len);
 	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 	atomic_store(&o->state, 0);
 	size_t page = (size_t)(o->ptr - ch->base) >> vr_page_shift();
@@ -741,9 +761,10 @@ void vr_objs_release(struct vr_objs *os, struct vr_obj *o)
 		if (--p[i].nlive == 0) {
 			/* no live object left on the page: memory back to the kernel */
 			restore_pages(os, &p[i], 1);
-			punch(sl->chunk,
-			      sl->base + ((size_t)(&p[i] - sl->pages) << vr_page_shift()),
-			      vr_page_size());
+			/* best effort: slots are cleared when reused (alloc_small) */
+			(void)punch(sl->chunk,
+				    sl->base + ((size_t)(&p[i] - sl->pages) << vr_page_shift()),
+				    vr_page_size());
 			atomic_store(&p[i].youngest, 0);
 		} else {
 			vr_obj_page_requeue(os, &p[i]);

@@ -18,10 +18,16 @@
  *   - the purge sets OS_NOTIFY together with OS_PURGED (obj-lru.c take_*)
  *     if the group has a handler at that moment, and puts the unit in the
  *     batch;
- *   - the reporter clears OS_NOTIFY with a compare-and-swap and calls the
- *     handler only if it cleared it, so two threads reporting the same
- *     page (purged, partly restored, purged again) never report one
- *     purge twice; a freed or reallocated object has no OS_NOTIFY;
+ *   - the reporter swaps OS_NOTIFY for OS_REPORTING with a compare-and-
+ *     swap and calls the handler only if it did, so two threads
+ *     reporting the same page (purged, partly restored, purged again)
+ *     never report one purge twice; a freed or reallocated object has no
+ *     OS_NOTIFY;
+ *   - a purge skips an object with either bit (-EAGAIN), so it is not
+ *     purged again before the call returned (it may have been pinned
+ *     and unpinned since the purge); when the call returns the reporter
+ *     clears OS_REPORTING and gives such an object's unit an LRU entry
+ *     back (a purge that skipped it may have dropped its entry);
  *   - the handler runs in a callback section (callback.c), with no
  *     library lock held, so vr_group_set_purge_handler can wait for it.
  */
@@ -218,17 +224,46 @@ int vr_objs_set_purge_handler(struct vr_objs *os, vr_purge_fn fn, void *arg)
 	return 0;
 }
 
+/* a reported object that is unpinned and unpurged again (pinned and
+ * unpinned since its purge) gets an entry for its unit: the purges that
+ * skipped it meanwhile may have dropped the one it had (obj-lru.c skip) */
+static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
+{
+	uint64_t s = atomic_load(&o->state);
+	if ((s & (OS_LIVE | OS_PINNED | OS_PURGED | OS_PURGING | OS_NOTIFY | OS_REPORTING)) !=
+	    OS_LIVE)
+		return;
+	if (s & OS_LARGE) {
+		atomic_fetch_or(&o->state, OS_QUEUED);
+		vr_obj_rq_push(os, (uintptr_t)o | 1, os_age(s) + os->age_base);
+		return;
+	}
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_hold(&p[i]);
+	vr_obj_pages_requeue(os, p, n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_drop(&p[i]);
+}
+
 static void report(struct vr_objs *os, struct vr_obj *o)
 {
 	uint64_t s = atomic_load(&o->state);
 	do {
 		if ((s & (OS_LIVE | OS_NOTIFY)) != (OS_LIVE | OS_NOTIFY))
 			return; /* reported by another thread, or freed */
-	} while (!atomic_compare_exchange_weak(&o->state, &s, s & ~(uint64_t)OS_NOTIFY));
+	} while (!atomic_compare_exchange_weak(&o->state, &s,
+					       (s & ~(uint64_t)OS_NOTIFY) | OS_REPORTING));
 	vr_purge_fn fn = atomic_load(&os->purge_fn);
 	void *arg = atomic_load(&os->purge_arg);
 	if (fn) /* NULL: removed since the purge, which goes unreported */
 		fn(o, arg);
+	/* the call returned (it may have freed o: a freed or reallocated
+	 * object has no OS_REPORTING, and the requeue checks OS_LIVE) */
+	atomic_fetch_and(&o->state, ~(uint64_t)OS_REPORTING);
+	requeue_reported(os, o);
 }
 
 static void report_unit(struct vr_objs *os, uintptr_t unit)

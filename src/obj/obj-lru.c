@@ -220,6 +220,15 @@ void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age)
 	vr_unlock(&os->rq_lock);
 }
 
+void vr_obj_pages_requeue(struct vr_objs *os, struct vr_opage *p, unsigned n)
+{
+	struct vr_class *cl = p->slab->cls;
+	vr_lock(&cl->lock, VR_RANK_OBJ_CLASS);
+	for (unsigned i = 0; i < n; i++)
+		vr_obj_page_requeue(os, &p[i]);
+	vr_unlock(&cl->lock);
+}
+
 /* S21/S22 after a free (class lock held, the caller holds one pin on p):
  * if the page is a unit now, its age is its youngest unpinned object's */
 void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
@@ -318,7 +327,9 @@ static void unit_take(struct vr_objs *os, uintptr_t u)
 static void skip(struct vr_objs *os, const struct lentry *e, int err)
 {
 	/* -EAGAIN: the unit is purged after that report, not twice before
-	 * it (exactly once per purge, S37): not counted */
+	 * it (exactly once per purge, S37): not counted; the reporter gives
+	 * it an entry back when the handler call returns (obj-group.c), so
+	 * it is not lost when it does not fit in skipped[] */
 	if (err != -EAGAIN)
 		atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
 	vr_dbg("object purge skipped: unit %p: %s", (void *)e->unit, strerror(-err));
@@ -332,7 +343,7 @@ static void skip(struct vr_objs *os, const struct lentry *e, int err)
 }
 
 /* unit k of the batch was discarded: purged, claim released */
-static void unit_purged(struct vr_objs *os, size_t k)
+static void unit_purged(struct vr_objs *os, size_t k, bool stuck)
 {
 	struct vr_opend *pd = &os->pend;
 	uintptr_t u = pd->u[k].e.unit;
@@ -357,6 +368,8 @@ static void unit_purged(struct vr_objs *os, size_t k)
 		atomic_fetch_or(&p->pw, PG_DISCARDED);
 		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));
 	}
+	if (stuck) /* trapped with its data: purged, nothing reclaimed */
+		len = 0;
 	atomic_fetch_add_explicit(&os->reclaimed, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&os->ctx->reclaimed_bytes, len, memory_order_relaxed);
 	vr_dbg("purged object unit %p: %zu bytes reclaimed", (void *)u, len);
@@ -402,13 +415,17 @@ static int64_t pend_flush(struct vr_objs *os, struct vr_notify_batch *b)
 	if (!pd->n)
 		return 0;
 	int err = vr_objs_discard(os, pd->ch, pd->p, pd->len);
+	if (err == OBJ_DISCARD_STUCK) {
+		atomic_fetch_add_explicit(&os->ctx->skipped, 1, memory_order_relaxed);
+		vr_dbg("object purge left trapped, not punched: %zu bytes", pd->len);
+	}
 	for (size_t k = 0; k < pd->n; k++) {
-		if (err == 0)
-			unit_purged(os, k);
+		if (err >= 0)
+			unit_purged(os, k, err == OBJ_DISCARD_STUCK);
 		else
 			unit_giveback(os, k, b, err);
 	}
-	int64_t undone = err < 0 ? (int64_t)pd->len : 0;
+	int64_t undone = err != 0 ? (int64_t)pd->len : 0;
 	pd->n = 0;
 	pd->len = 0;
 	return undone;
@@ -455,7 +472,7 @@ static int take_large(struct vr_objs *os, struct vr_obj *o, uint64_t age, uint64
 		}
 		if (*s & OS_PURGING)
 			return 0; /* a free in progress */
-		if (*s & OS_NOTIFY)
+		if (*s & (OS_NOTIFY | OS_REPORTING))
 			return -EAGAIN; /* its last purge is not reported yet */
 		uint64_t a = os_age(*s) + os->age_base;
 		if (a > age) { /* unpinned again since: its place is later */
@@ -507,7 +524,7 @@ static int page_scan(struct vr_opage *p)
 	for (uint32_t i = lo; i <= hi; i++) {
 		uint64_t st = atomic_load(&s->objs[i].state);
 		any |= page_takes(st);
-		unreported |= page_takes(st) && (st & OS_NOTIFY);
+		unreported |= page_takes(st) && (st & (OS_NOTIFY | OS_REPORTING));
 	}
 	if (!any) { /* no unit */
 		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));

@@ -273,12 +273,23 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 			continue;
 		size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
 		int err = vr_objs_restore(os, o->ptr, len);
+		/* read-modify-write, never a store of s: while OS_PURGING is
+		 * held the purge's reporter may clear OS_NOTIFY (obj-group.c
+		 * report) and a purge may drop OS_QUEUED; a stale OS_NOTIFY
+		 * put back would make every later purge skip the object */
 		if (err < 0) {
-			atomic_store(&o->state, s); /* nothing changed (S20, S5) */
+			/* nothing changed (S20, S5) */
+			atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGING);
 			return err;
 		}
-		/* the pages were punched: they read 0 */
-		atomic_store(&o->state, (s | OS_PINNED) & ~(uint64_t)OS_PURGED);
+		/* the pages were punched: they read 0 (a discard left trapped
+		 * but not punched: cleared here, the object is ours now) */
+		if (!vr_objs_zeroed(os, o->home, o->ptr, len))
+			memset(o->ptr, 0, len);
+		s = atomic_load(&o->state);
+		while (!atomic_compare_exchange_weak(
+			&o->state, &s, (s | OS_PINNED) & ~(uint64_t)(OS_PURGED | OS_PURGING)))
+			;
 		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}
@@ -321,11 +332,7 @@ undo:
 	if (err < 0 && err != -EDEADLK) { /* nothing changed, but a purge may
 					   * have dropped the entry of a page
 					   * while we held it */
-		struct vr_class *cl = p->slab->cls;
-		vr_lock(&cl->lock, VR_RANK_OBJ_CLASS);
-		for (unsigned i = 0; i < n; i++)
-			vr_obj_page_requeue(os, &p[i]);
-		vr_unlock(&cl->lock);
+		vr_obj_pages_requeue(os, p, n);
 	}
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_drop(&p[i]);

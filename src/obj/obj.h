@@ -36,8 +36,13 @@
  *   PINNED|PURGED is ZEROING: a small object's pin clearing its bytes.
  *   The state machine and the rules for racing calls on one handle are
  *   in obj.c, above vr_obj_unpin.
- *   The age is kept relative to the arena's age_base (58 bits: 9 years of
+ *   The age is kept relative to the arena's age_base (56 bits: 2 years of
  *   nanoseconds); log entries carry full ages.
+ *   NOTIFY and REPORTING (S37): purged while the group had a purge
+ *   handler, not yet reported; its handler call is running.  A purge
+ *   skips a unit with either (obj-lru.c: "not purged again before the
+ *   call returned"); the reporter gives the unit an LRU entry back when
+ *   the call returns (obj-group.c).
  *
  * PAGES OF SMALL OBJECTS (struct vr_opage)
  *   pw = number of pins held on objects overlapping the page (a pin, an
@@ -202,8 +207,9 @@ int vr_obj_fault(siginfo_t *si, void *uc, void (*deliver)(void *addr, ucontext_t
 #define OS_LARGE 0x8u
 #define OS_PURGING 0x10u
 #define OS_QUEUED 0x20u
-#define OS_NOTIFY 0x40u /* purged while the group had a purge handler: not yet reported */
-#define OS_AGE_SHIFT 7
+#define OS_NOTIFY 0x40u    /* purged while the group had a purge handler: not yet reported */
+#define OS_REPORTING 0x80u /* the handler call reporting its purge is running */
+#define OS_AGE_SHIFT 8
 static inline uint64_t os_age(uint64_t s)
 {
 	return s >> OS_AGE_SHIFT;
@@ -335,6 +341,7 @@ struct vr_objs {
 	struct vr_opend pend;                /* purge_lock */
 	_Atomic uint64_t ndiscard, nrestore; /* trap calls made (tests, vrbench) */
 	_Atomic uint64_t trap_gen;           /* bumped by every arm/disarm */
+	_Atomic uint64_t nstuck;             /* discards left trapped, not punched */
 	uint64_t age_base;                   /* immutable: ages in states are relative */
 
 	/* the group (S35, S37; obj-group.c) */
@@ -440,8 +447,15 @@ struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t addr) _nonnull_();
 /* restore the discarded pages of a small object (pins held); 0 or -errno */
 int vr_objs_restore_small(struct vr_objs *os, struct vr_obj *o) _nonnull_();
 /* arm + punch / disarm a span of chunk memory (purge.c's order) */
+/* vr_objs_discard: 0; -errno with nothing changed (the trap undone); or
+ * OBJ_DISCARD_STUCK: the pages keep their data but stay trapped (the undo
+ * failed too), so the units must be taken as purged (as mem.h's
+ * VR_DISCARD_STUCK), and os->nstuck counts it: a purged large object's
+ * pages may then hold data after their restore */
+#define OBJ_DISCARD_STUCK 1
 int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len) _nonnull_();
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len) _nonnull_();
+bool vr_objs_zeroed(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len) _nonnull_();
 /* wait until PG_PURGING is clear after taking a pin on page p */
 void vr_opage_hold(struct vr_opage *p) _nonnull_();
 static inline void vr_opage_drop(struct vr_opage *p)
@@ -455,6 +469,8 @@ void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32
 /* page p (class lock held, one pin held by the caller) may have become a
  * unit with another age: recompute its age and requeue it */
 void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p) _nonnull_();
+/* the same for the n pages of one object, taking their class lock */
+void vr_obj_pages_requeue(struct vr_objs *os, struct vr_opage *p, unsigned n) _nonnull_();
 /* an entry for a unit whose QUEUED the caller just set; 0 or -ENOMEM */
 int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
 void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
