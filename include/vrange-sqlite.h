@@ -64,8 +64,10 @@ extern "C" {
  * Calls sqlite3_config(SQLITE_CONFIG_PCACHE2, ...): it must be called
  * before sqlite3_initialize() (which the first sqlite3_open() calls), or
  * after sqlite3_shutdown().  A @ctx given here must stay alive until
- * sqlite3_shutdown() returns.  Each SQLite cache (one per open database
- * file, temporary ones included) has a group of its own in @ctx (priority
+ * sqlite3_shutdown() returns; it is not used after that: a later
+ * sqlite3_initialize() fails with SQLITE_MISUSE unless this is called
+ * again first (with NULL, the library's own ctx is made again).  Each
+ * SQLite cache (one per open database file, temporary ones included) has a group of its own in @ctx (priority
  * 4) and keeps one object per page (the page size), its bookkeeping and
  * SQLite's szExtra bytes in the object's side-car (never purged); its
  * unpinned pages are volatile.  The group's purge handler drops a page
@@ -78,7 +80,17 @@ extern "C" {
  * for reuse (at least 8 MiB of them per cache), and a closed cache's group
  * with up to 8 MiB of them goes to the next cache of the same page size,
  * until sqlite3_shutdown() (a closed cache holding more is given back
- * whole).  See the policy under a memory limit above.
+ * whole).  See the policy under a memory limit above: a dirty page
+ * spilled early makes a connection in rollback-journal mode take its
+ * EXCLUSIVE lock earlier, so another connection may get SQLITE_BUSY
+ * where it would have read (as under sqlite3_soft_heap_limit64() with
+ * the default cache; WAL mode is not affected).
+ *
+ * fork(): the ctx and its groups are inherited (see vr_ctx_new()), and
+ * calls on them fail in the child, so a child that opens a database or
+ * grows a cache gets SQLITE_NOMEM.  A child that uses SQLite closes the
+ * connections it inherited, calls sqlite3_shutdown() and this function
+ * again, with a ctx of its own or NULL.
  *
  * Returns: 0, -EBUSY (SQLite is initialised already: nothing changed),
  * -EINVAL (VRANGE_SQLITE_RESERVE is not a number in 0..50, or

@@ -163,6 +163,10 @@ static void cap_update(struct vsq_cache *c)
 static int x_init(void *arg)
 {
 	(void)arg;
+	/* a caller's ctx is forgotten at xShutdown (it may be gone since):
+	 * install again first */
+	if (!g.own && !g.ctx)
+		return SQLITE_MISUSE;
 	if (g.own && !g.ctx && vr_ctx_new(0, &g.ctx) < 0)
 		return SQLITE_NOMEM;
 	return SQLITE_OK;
@@ -172,10 +176,11 @@ static void x_shutdown(void *arg)
 {
 	(void)arg;
 	vsq_pool_drain(); /* its objects are the ctx's */
-	if (g.own) {
+	if (g.own)
 		vr_ctx_destroy(g.ctx);
-		g.ctx = NULL;
-	}
+	/* a caller's ctx may be destroyed once sqlite3_shutdown() returns
+	 * (vrange-sqlite.h): not used again */
+	g.ctx = NULL;
 }
 
 /* 90% of @n pages, rounded down (SQLite's rule for cache_size, and the

@@ -113,6 +113,9 @@ static void print_stats(const char *mode, const struct vsq_stats *s, struct vr_c
 /* the install rules that need a process of their own */
 static void check_install_rules(struct vr_ctx *ctx)
 {
+	/* a caller's ctx is forgotten at sqlite3_shutdown: install again */
+	CK(sqlite3_initialize() == SQLITE_MISUSE);
+	CK(vr_sqlite_pcache_install(ctx) == 0);
 	/* SQLite runs: nothing is installed */
 	CK(sqlite3_initialize() == SQLITE_OK);
 	CK(vr_sqlite_pcache_install(ctx) == -EBUSY);
@@ -371,6 +374,36 @@ static int methods_mode(void)
 	return 0;
 }
 
+/* ---- --lifetime: a caller's ctx may go once sqlite3_shutdown() returned
+ * (vrange-sqlite.h): the next sqlite3_initialize() without a new install
+ * must not touch it (ASan: no use after free), and fails clearly ---- */
+static int lifetime_mode(void)
+{
+	struct vr_ctx *ctx;
+	CK(vr_ctx_new(0, &ctx) == 0);
+	CK(vr_sqlite_pcache_install(ctx) == 0);
+	sqlite3 *db = vs_open(":memory:");
+	vs_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+	sqlite3_close(db);
+	CK(sqlite3_shutdown() == SQLITE_OK);
+	vr_ctx_destroy(ctx);
+	/* no install since: SQLite must not run on the destroyed ctx */
+	db = NULL;
+	int rc = sqlite3_open(":memory:", &db);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1)", NULL, NULL,
+				  NULL);
+	sqlite3_close(db);
+	CK(rc == SQLITE_MISUSE, "SQLite ran without a ctx installed: %d", rc);
+	/* installed again: it runs */
+	CK(vr_sqlite_pcache_install(NULL) == 0);
+	db = vs_open(":memory:");
+	vs_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+	sqlite3_close(db);
+	CK(sqlite3_shutdown() == SQLITE_OK);
+	return 0;
+}
+
 /* the cgroup a child runs in: removed if the child fails */
 static char cg_dir[PATH_MAX];
 
@@ -511,6 +544,8 @@ int main(int argc, char **argv)
 		return cgroup_mode();
 	if (argc == 2 && strcmp(argv[1], "--methods") == 0)
 		return methods_mode();
+	if (argc == 2 && strcmp(argv[1], "--lifetime") == 0)
+		return lifetime_mode();
 	const char *only = getenv("VT_SQLITE_ONLY");
 	uint64_t *ref[2] = { NULL, NULL };
 	size_t nref[2];
