@@ -15,6 +15,7 @@
 
 #include "vrange.h"
 #include "base/acct.h"
+#include "base/callback.h"
 #include "base/fork.h"
 #include "base/macro.h"
 #include "base/source.h"
@@ -53,10 +54,9 @@ struct vr_ctx {
 	_Atomic uint64_t repairs;      /* S30: shared states repaired after a death */
 	_Atomic size_t limit;          /* 0 = none */
 
-	struct vr_monitor *monitor;            /* owned by monitor.c; NULL if none */
-	struct vr_objs *objs;                  /* obj.c: the default group; immutable */
-	_Atomic(vr_obj_fault_fn) obj_fault_fn; /* every group's objects (S24) */
-	_Atomic(void *) obj_fault_arg;
+	struct vr_monitor *monitor;       /* owned by monitor.c; NULL if none */
+	struct vr_objs *objs;             /* obj.c: the default group; immutable */
+	struct vr_cb_slot obj_fault;      /* vr_obj_fault_fn of every group's objects (S24) */
 	_Atomic int monitor_source;       /* enum vr_monitor_source: the pressure source */
 	_Atomic unsigned monitor_sources; /* bit (1 << source) per source running */
 

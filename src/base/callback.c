@@ -23,6 +23,8 @@
  * yields.
  */
 #define _GNU_SOURCE
+#include <sched.h>
+
 #include "vrange.h"
 #include "base/epoch.h"
 #include "base/callback.h"
@@ -93,4 +95,57 @@ void vr_cb_atfork_child(void)
 	/* only the forking thread exists: its own sections stay counted */
 	vr_epoch_reset(&ep[CB_HANDLER], mine[CB_HANDLER]);
 	vr_epoch_reset(&ep[CB_LOG], mine[CB_LOG]);
+}
+
+/* a reader's turns while a slot is odd: a set takes three stores, so
+ * only a setter's thread gone in a fork child keeps it odd this long */
+#define SLOT_TRIES 100000
+
+/* the slot this thread is writing (see CALLBACK SLOTS in callback.h) */
+static __thread struct vr_cb_slot *setting __attribute__((tls_model("initial-exec")));
+
+void vr_cb_slot_set(struct vr_cb_slot *s, vr_cb_any fn, void *arg)
+{
+	uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	for (;;) {
+		if (!(q & 1) &&
+		    atomic_compare_exchange_weak_explicit(&s->seq, &q, q + 1, memory_order_acquire,
+							  memory_order_relaxed))
+			break;
+		if (q & 1) {
+			sched_yield(); /* another setter writes */
+			q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+		}
+	}
+	setting = s;
+	atomic_thread_fence(memory_order_release); /* odd before the writes */
+	atomic_store_explicit(&s->fn, fn, memory_order_relaxed);
+	atomic_store_explicit(&s->arg, fn ? arg : NULL, memory_order_relaxed);
+	atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+	setting = NULL;
+}
+
+vr_cb_any vr_cb_slot_get(struct vr_cb_slot *s, void **arg)
+{
+	for (unsigned i = 0;; i++) {
+		uint64_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (q & 1) {
+			/* interrupted our own set, or a set that never ends (its
+			 * thread did not survive a fork): no function */
+			if (setting == s || i > SLOT_TRIES)
+				break;
+			if (i >= 64)
+				sched_yield();
+			continue;
+		}
+		vr_cb_any fn = atomic_load_explicit(&s->fn, memory_order_relaxed);
+		void *a = atomic_load_explicit(&s->arg, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q) {
+			*arg = a;
+			return fn;
+		}
+	}
+	*arg = NULL;
+	return NULL;
 }

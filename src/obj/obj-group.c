@@ -215,9 +215,7 @@ size_t vr_objs_over_limit(struct vr_objs *os)
 /* ---- purge notification ---- */
 int vr_objs_set_purge_handler(struct vr_objs *os, vr_purge_fn fn, void *arg)
 {
-	atomic_store(&os->purge_fn, NULL);
-	atomic_store(&os->purge_arg, fn ? arg : NULL);
-	atomic_store(&os->purge_fn, fn);
+	vr_cb_slot_set(&os->purge, (vr_cb_any)fn, arg);
 	/* the replaced handler is not running when this returns (but in this
 	 * thread, if it is one) and is not called again */
 	vr_cb_synchronize();
@@ -256,8 +254,8 @@ static void report(struct vr_objs *os, struct vr_obj *o)
 			return; /* reported by another thread, or freed */
 	} while (!atomic_compare_exchange_weak(&o->state, &s,
 					       (s & ~(uint64_t)OS_NOTIFY) | OS_REPORTING));
-	vr_purge_fn fn = atomic_load(&os->purge_fn);
-	void *arg = atomic_load(&os->purge_arg);
+	void *arg;
+	vr_purge_fn fn = (vr_purge_fn)vr_cb_slot_get(&os->purge, &arg);
 	if (fn) /* NULL: removed since the purge, which goes unreported */
 		fn(o, arg);
 	/* the call returned (it may have freed o: a freed or reallocated

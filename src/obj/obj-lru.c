@@ -543,7 +543,7 @@ static int page_scan(struct vr_opage *p)
  * reclaimed: the unit's pages, less what a discarded batch gave back. */
 static int64_t take(struct vr_objs *os, const struct lentry *e, struct vr_notify_batch *b)
 {
-	uint64_t notify = atomic_load(&os->purge_fn) && b->n < VR_NOTIFY_BATCH ? OS_NOTIFY : 0;
+	uint64_t notify = vr_cb_slot_any(&os->purge) && b->n < VR_NOTIFY_BATCH ? OS_NOTIFY : 0;
 	uint64_t s = 0;
 	int64_t undone = 0;
 	size_t len = vr_page_size();

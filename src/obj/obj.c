@@ -359,9 +359,7 @@ _export_ int vr_obj_pin(struct vr_obj *o)
 
 void vr_obj_set_fault_handler(struct vr_ctx *c, vr_obj_fault_fn fn, void *arg)
 {
-	atomic_store(&c->obj_fault_fn, NULL);
-	atomic_store(&c->obj_fault_arg, fn ? arg : NULL);
-	atomic_store(&c->obj_fault_fn, fn);
+	vr_cb_slot_set(&c->obj_fault, (vr_cb_any)fn, arg);
 	/* the replaced handler is not running when this returns, and is not
 	 * called again (callback.c), unless called from a handler */
 	vr_cb_synchronize();
@@ -456,8 +454,8 @@ int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_
 	bool allowed = vr_refault_handler_allowed(addr, gen);
 	vr_held_enter_signal();
 	unsigned long cb = vr_cb_enter();
-	vr_obj_fault_fn fn = atomic_load(&os->ctx->obj_fault_fn);
-	void *arg = atomic_load(&os->ctx->obj_fault_arg);
+	void *arg;
+	vr_obj_fault_fn fn = (vr_obj_fault_fn)vr_cb_slot_get(&os->ctx->obj_fault, &arg);
 	bool fixed = o && fn && allowed && fn(o, addr, arg) == VR_FAULT_RETRY;
 	vr_cb_leave(cb);
 	vr_held_leave_signal();

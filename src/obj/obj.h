@@ -348,8 +348,7 @@ struct vr_objs {
 	int priority;    /* immutable */
 	bool is_default; /* immutable */
 	_Atomic size_t limit;
-	_Atomic(vr_purge_fn) purge_fn;
-	_Atomic(void *) purge_arg;
+	struct vr_cb_slot purge;            /* the vr_purge_fn and its argument */
 	_Atomic uint64_t purges, reclaimed; /* cumulative; purge_lock */
 	_Atomic long refs;                  /* c->groups + notification batches */
 	uint32_t src_mask;                  /* purge.c: logs in its heap; purge_lock */
