@@ -11,6 +11,7 @@
 #include "tests.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <sys/eventfd.h>
@@ -439,6 +440,57 @@ static void test_budget_enforced_by_mark(void **state)
 	assert_int_equal(vr_mark(r, 32 * pg, 16 * pg), VR_PURGED);
 	vr_region_destroy(r);
 	vr_ctx_destroy(c);
+	clear_env();
+}
+
+/* VRANGE_MEMORY_LIMIT counts RssAnon + RssShmem: still read once the main
+ * thread has called pthread_exit() (the leader is then a zombie without an
+ * mm, and /proc/self/status, the leader's, has no Rss lines at all).  In a
+ * forked child: its main thread exits, a worker grows its own memory by
+ * 32 MiB and waits for VR_STAT_LIMIT_USAGE to see it. */
+static struct vr_ctx *leader_ctx;
+
+static void *leader_gone_worker(void *arg)
+{
+	(void)arg;
+	usleep(100 * 1000); /* the leader is gone by now */
+	uint64_t before = vr_ctx_stat(leader_ctx, VR_STAT_LIMIT_USAGE);
+	size_t len = 32u << 20;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		_exit(2);
+	memset(p, 1, len);
+	uint64_t end = ms_now() + DEADLINE_MS;
+	while (ms_now() < end) {
+		if (vr_ctx_stat(leader_ctx, VR_STAT_LIMIT_USAGE) >= before + len / 2)
+			_exit(0);
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "usage counted stayed at %" PRIu64 " after 32 MiB more\n",
+		vr_ctx_stat(leader_ctx, VR_STAT_LIMIT_USAGE));
+	_exit(3);
+}
+
+static void test_memory_limit_env_leader_gone(void **state)
+{
+	(void)state;
+	clear_env();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("VRANGE_MONITOR", "limit", 1);
+		setenv("VRANGE_MEMORY_LIMIT", "512g", 1);
+		if (vr_ctx_new(0, &leader_ctx) != 0)
+			_exit(2);
+		pthread_t t;
+		if (pthread_create(&t, NULL, leader_gone_worker, NULL) != 0)
+			_exit(2);
+		pthread_exit(NULL);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 	clear_env();
 }
 
@@ -908,6 +960,63 @@ static void test_fork(void **state)
 	clear_env();
 }
 
+/* VmLck of this process in bytes, 0 if unknown */
+static uint64_t vm_locked(void)
+{
+	char line[256];
+	uint64_t kb = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %" SCNu64, &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb << 10;
+}
+
+/* the monitor mlock()s the library's code once per process; memory locks
+ * are not inherited across fork(), so a fork child's first monitor must
+ * lock it again (it used to lock only its own stack) */
+static void test_fork_code_locked(void **state)
+{
+	(void)state;
+	clear_env();
+	setenv("VRANGE_MONITOR", "off", 1);
+	struct vr_ctx *c;
+	assert_int_equal(vr_ctx_new(0, &c), 0);
+	uint64_t end = ms_now() + DEADLINE_MS;
+	while (vm_locked() <= (64u << 10) && ms_now() < end)
+		sleep_ms(1);
+	uint64_t parent = vm_locked();
+	if (parent <= (64u << 10)) { /* RLIMIT_MEMLOCK too small: nothing to compare */
+		vr_ctx_destroy(c);
+		clear_env();
+		skip();
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		vr_ctx_destroy(c); /* inherited */
+		struct vr_ctx *cc;
+		CK_EQ(vr_ctx_new(0, &cc), 0);
+		uint64_t e = ms_now() + DEADLINE_MS;
+		while (vm_locked() < parent && ms_now() < e)
+			sleep_ms(1);
+		if (vm_locked() < parent)
+			fprintf(stderr, "child VmLck %" PRIu64 " < parent's %" PRIu64 "\n",
+				vm_locked(), parent);
+		CK(vm_locked() >= parent);
+		vr_ctx_destroy(cc);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	vt_assert_exit_ok(st);
+	vr_ctx_destroy(c);
+	clear_env();
+}
+
 /* reaction latency from a cgroup-file change to the first byte reclaimed
  * (printed, not asserted) */
 static int cmp_double(const void *a, const void *b)
@@ -976,6 +1085,7 @@ int main(void)
 		cmocka_unit_test(test_no_monitor_flag),
 		cmocka_unit_test(test_memory_limit_env),
 		cmocka_unit_test(test_budget_enforced_by_mark),
+		cmocka_unit_test(test_memory_limit_env_leader_gone),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_forced_meminfo),
 		cmocka_unit_test(test_forced_cgroup1),
@@ -989,6 +1099,7 @@ int main(void)
 		cmocka_unit_test(test_cgroup2_storm),
 		cmocka_unit_test(test_thread_signal_mask),
 		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_fork_code_locked),
 		cmocka_unit_test(test_latency),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

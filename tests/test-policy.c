@@ -325,6 +325,31 @@ static void test_walk(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* cgroup v2 memory.events is a kernfs file: each change is reported by
+ * poll() as POLLERR | POLLPRI (fs/kernfs/file.c, kernfs_generic_poll).
+ * That is the limit watcher's event, not the loss of its source: the
+ * watcher must go on (it used to be stopped for good at the first
+ * "high" or "max" event).  No limit applies here (kind 0), so the
+ * observation touches no ctx. */
+static void test_limit_events_pollerr(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/vt-policy-events-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "high 1\nmax 0\n", 13), 13);
+	struct vr_monitor m;
+	memset(&m, 0, sizeof(m));
+	m.lim = (struct mon_limit){
+		.usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = fd, .gate_stat_fd = -1
+	};
+	m.lim.recheck_ms = UINT64_MAX / 2; /* no re-detection in this call */
+	assert_true(mon_src_limit.ready(&m, 1, POLLPRI | POLLERR, 1));
+	assert_int_equal(m.lim.events_fd, fd); /* still watched */
+	close(fd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,7 +357,7 @@ int main(void)
 		cmocka_unit_test(test_levels),         cmocka_unit_test(test_limit_lines),
 		cmocka_unit_test(test_limit_interval), cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_limit_usage),    cmocka_unit_test(test_discovery),
-		cmocka_unit_test(test_walk),
+		cmocka_unit_test(test_walk),           cmocka_unit_test(test_limit_events_pollerr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,6 +107,16 @@ bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file)
 {
 	struct mon_limit *l = &m->lim;
 	uint64_t usage;
+	if (l->kind && l->own) {
+		/* VRANGE_MEMORY_LIMIT limits the process, but the pressure
+		 * still comes from its cgroup's limit reclaiming file cache:
+		 * the same gate, on that cgroup (A3) */
+		char buf[8192];
+		if (!pread_text(l->gate_stat_fd, buf, sizeof(buf)))
+			return false;
+		*file = mon_limit_reclaimable(&l->gate, mon_stat_file_cache(buf, l->gate_v1));
+		return mon_pressure_file_first(&l->gate, *file);
+	}
 	if (!l->kind || l->own || !read_usage(l, &usage))
 		return false;
 	*file = l->file;
@@ -321,6 +331,32 @@ static uint64_t limit_detect(int *kind, char **where)
 	return best;
 }
 
+static int open_in(const char *dir, const char *name);
+
+/* under VRANGE_MEMORY_LIMIT: (re)detect the cgroup limit for the pressure
+ * gate (mon_limit_file_first) */
+static void limit_gate(struct mon_limit *l)
+{
+	int kind;
+	char *where;
+	uint64_t lim = limit_detect(&kind, &where);
+	if (lim == l->gate.limit && (lim == UINT64_MAX || l->gate_stat_fd >= 0)) {
+		free(where);
+		return;
+	}
+	mon_close_fd(&l->gate_stat_fd);
+	l->gate = (struct mon_limit_plan){ 0 };
+	if (lim != UINT64_MAX && where)
+		l->gate_stat_fd = open_in(where, "memory.stat");
+	if (l->gate_stat_fd >= 0) {
+		mon_limit_plan(lim, &l->gate);
+		l->gate.file_reserve = mon_file_reserve(lim, l->readahead);
+		l->gate_v1 = kind == MON_LIM_V1;
+	}
+	l->gate.limit = lim; /* UINT64_MAX: none, looked for again */
+	free(where);
+}
+
 static void limit_close_fds(struct mon_limit *l)
 {
 	mon_close_fd(&l->thr_efd);
@@ -402,6 +438,26 @@ static bool limit_apply(struct vr_monitor *m, uint64_t limit, int kind, char *wh
 	return true;
 }
 
+/* VRANGE_MEMORY_LIMIT: read the monitor thread's own status file.
+ * /proc/self/status is the thread-group leader's: once the main thread
+ * has called pthread_exit() the leader is a zombie without an mm, its
+ * status has no RssAnon/RssShmem lines, and the watcher would go blind.
+ * Every thread's status shows the same mm; this one lives as long as the
+ * ctx's monitor.  Called by the monitor thread when it starts. */
+void mon_limit_thread_start(struct vr_monitor *m)
+{
+	struct mon_limit *l = &m->lim;
+	if (!l->own)
+		return;
+	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		vr_dbg("monitor: limit: /proc/thread-self/status: %m (keeping /proc/self/status)");
+		return;
+	}
+	mon_close_fd(&l->usage_fd);
+	l->usage_fd = fd;
+}
+
 static int limit_open(struct vr_monitor *m)
 {
 	struct mon_limit *l = &m->lim;
@@ -418,6 +474,7 @@ static int limit_open(struct vr_monitor *m)
 	if (limit != UINT64_MAX) {
 		l->env = limit;
 		l->own = true;
+		limit_gate(l);
 		return limit_apply(m, limit, MON_LIM_OVERRIDE, NULL) ? 0 : -EIO;
 	}
 	int kind;
@@ -434,8 +491,11 @@ static void limit_close(struct vr_monitor *m)
 {
 	struct mon_limit *l = &m->lim;
 	limit_close_fds(l);
+	mon_close_fd(&l->gate_stat_fd);
 	free(l->dir);
-	*l = (struct mon_limit){ .usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1 };
+	*l = (struct mon_limit){
+		.usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1, .gate_stat_fd = -1
+	};
 	atomic_store(&m->ctx->budget, 0);
 	atomic_store(&m->ctx->memory_limit, 0);
 	atomic_store(&m->ctx->memory_limit_scope, VR_LIMIT_NONE);
@@ -447,8 +507,10 @@ static void limit_recheck(struct vr_monitor *m, uint64_t now)
 {
 	struct mon_limit *l = &m->lim;
 	l->recheck_ms = now + MON_LIMIT_RECHECK_MS;
-	if (l->own)
+	if (l->own) {
+		limit_gate(l);
 		return;
+	}
 	int kind;
 	char *where;
 	uint64_t best = limit_detect(&kind, &where);
@@ -482,7 +544,7 @@ static int limit_fds(struct vr_monitor *m, struct pollfd *pfd)
 static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now)
 {
 	struct mon_limit *l = &m->lim;
-	if (revents & (POLLERR | POLLNVAL))
+	if ((revents & POLLNVAL) || (i == 0 && (revents & POLLERR)))
 		return false;
 	if (i == 0) {
 		uint64_t cnt;
@@ -496,9 +558,18 @@ static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now
 			return true;
 		}
 	} else {
+		/* kernfs reports every change of memory.events as
+		 * POLLERR | POLLPRI (kernfs_generic_poll), and a file being
+		 * removed the same way: POLLERR is no loss here.  Only a
+		 * failed read says the file is gone: stop polling it (or it
+		 * reports POLLERR forever) and detect the limit again */
 		char scratch[512]; /* acknowledge the kernfs POLLPRI */
-		if (pread(l->events_fd, scratch, sizeof(scratch), 0) < 0)
+		if (pread(l->events_fd, scratch, sizeof(scratch), 0) < 0) {
 			mon_close_fd(&l->events_fd);
+			limit_recheck(m, now);
+			m->next_check[VR_MONITOR_LIMIT] = now + MON_LIMIT_MIN_MS;
+			return true;
+		}
 	}
 	/* an event: act from the line, not the exact threshold (usage may
 	 * already be a little under it); a downward crossing after our own

@@ -183,7 +183,9 @@ static int parse_forced(void)
 /* ---------------------------------------------------------------------- */
 /* hardening: the thread must not stall in the reclaim of its own cgroup   */
 
-static _Atomic bool code_locked;
+/* pid of the process whose library code is mlock()ed: memory locks are
+ * not inherited across fork(), so a fork child locks it again */
+static _Atomic pid_t code_locked;
 
 static int lock_code(struct dl_phdr_info *info, size_t size, void *self)
 {
@@ -229,9 +231,9 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 		}
 		pthread_attr_destroy(&a);
 	}
-	bool f = false;
+	pid_t me = getpid(), cur = atomic_load(&code_locked);
 	/* any code address of the library finds its text segment */
-	if (atomic_compare_exchange_strong(&code_locked, &f, true))
+	if (cur != me && atomic_compare_exchange_strong(&code_locked, &cur, me))
 		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_monitor_start);
 	if (!(m->active & (1u << VR_MONITOR_LIMIT)) || !m->lim.kind)
 		return;
@@ -328,6 +330,7 @@ static void *monitor_main(void *arg)
 	void *lk = NULL;
 	size_t lklen;
 	harden(m, &lk, &lklen);
+	mon_limit_thread_start(m);
 
 	uint64_t now = vr_now_ms();
 	for (;;) {
@@ -383,8 +386,9 @@ int vr_monitor_start(struct vr_ctx *ctx)
 		.ino_fd = -1, .ino_wd = -1, .events_fd = -1, .trig = { .trig_fd = { -1, -1 } }
 	};
 	m->cg1.efd[0] = m->cg1.efd[1] = -1;
-	m->lim =
-		(struct mon_limit){ .usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1 };
+	m->lim = (struct mon_limit){
+		.usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1, .gate_stat_fd = -1
+	};
 	m->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (m->wake_fd < 0) {
 		int err = -errno;

@@ -213,9 +213,14 @@ struct mon_limit {
 	uint64_t readahead; /* mon_readahead_max, read when the watcher opens */
 	unsigned interval;
 	uint64_t recheck_ms; /* next re-read of the limit itself */
-	bool warned;         /* the budget-zero warning was given */
-	uint64_t dbg_ms;     /* last per-event debug line */
-	unsigned dbg_quiet;  /* lines held back since */
+	/* under VRANGE_MEMORY_LIMIT: the cgroup limit still detected, for the
+	 * pressure gate only (mon_limit_file_first, A3): its memory.stat */
+	int gate_stat_fd;           /* or -1: no cgroup limit, no gate */
+	bool gate_v1;               /* memory.stat has v1's total_ keys */
+	struct mon_limit_plan gate; /* the cgroup limit's lines */
+	bool warned;                /* the budget-zero warning was given */
+	uint64_t dbg_ms;            /* last per-event debug line */
+	unsigned dbg_quiet;         /* lines held back since */
 };
 
 struct vr_monitor {
@@ -244,6 +249,8 @@ void mon_raise(struct vr_monitor *m, int level, const char *why) _nonnull_();
  * event is the kernel reclaiming its file cache (mon_pressure_file_first);
  * *file: the reclaimable file cache read */
 bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file) _nonnull_();
+/* monitor-limit.c: the monitor thread starts (binds per-thread files) */
+void mon_limit_thread_start(struct vr_monitor *m) _nonnull_();
 /* a level-triggered source measured level now */
 void mon_hold(struct vr_monitor *m, struct mon_hold *h, int level, uint64_t now, const char *why)
 	_nonnull_();
