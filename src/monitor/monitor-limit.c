@@ -103,11 +103,23 @@ static bool read_usage(struct mon_limit *l, uint64_t *out)
 	return true;
 }
 
+static void limit_gate(struct mon_limit *l);
+
 bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file)
 {
 	struct mon_limit *l = &m->lim;
 	uint64_t usage;
-	if (l->kind && l->own) {
+	bool watched = m->active & (1u << VR_MONITOR_LIMIT);
+	if (!watched) {
+		/* no limit watcher (VRANGE_MEMORY_LIMIT=off, or lost): the
+		 * pressure may still be a cgroup limit reclaiming file cache,
+		 * which reading files must not turn into purges (A3); its
+		 * limit, looked up now (events are rare and coalesced) */
+		if (!l->readahead)
+			l->readahead = mon_readahead_max("/sys/block");
+		limit_gate(l);
+	}
+	if (!watched || (l->kind && l->own)) {
 		/* VRANGE_MEMORY_LIMIT limits the process, but the pressure
 		 * still comes from its cgroup's limit reclaiming file cache:
 		 * the same gate, on that cgroup (A3) */
