@@ -927,7 +927,9 @@ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **
  *
  * Since: 0.2
  * Context: may make system calls (returns freed pages to the kernel);
- * takes a size-class lock.
+ * takes a size-class lock.  Not from an asynchronous signal handler that
+ * interrupted a call of the same thread on the same ctx (it returns no
+ * error to say -EDEADLK, and would wait for a lock its thread holds).
  */
 void vr_obj_free(struct vr_obj *o);
 

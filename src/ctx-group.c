@@ -63,6 +63,7 @@ static int link_group(struct vr_ctx *c, struct vr_objs *os)
 
 _export_ int vr_group_new(struct vr_ctx *ctx, int priority, struct vr_group **out)
 {
+	VR_API_ENTRY;
 	if (!ctx || !out || priority < 0 || priority >= VR_NPRIO || vr_inherited_ctx(ctx))
 		return -EINVAL;
 	struct vr_objs *os = vr_objs_create(ctx, priority, false);
@@ -88,6 +89,7 @@ static void unlink_group(struct vr_ctx *c, struct vr_objs *os)
 
 _export_ void vr_group_destroy(struct vr_group *g)
 {
+	VR_API_ENTRY;
 	if (!g)
 		return;
 	struct vr_objs *os = vr_group_objs(g);
@@ -125,6 +127,7 @@ _export_ void vr_group_destroy(struct vr_group *g)
 _export_ int vr_obj_new_in(struct vr_group *g, size_t size, size_t extra, unsigned flags,
 			   struct vr_obj **out)
 {
+	VR_API_ENTRY;
 	size_t pm = (vr_page_size()) - 1;
 	struct vr_objs *os = live_group(g);
 	if (!os || !out || flags || size == 0 || size > SIZE_MAX - pm || extra > VR_OBJ_EXTRA_MAX)
@@ -136,6 +139,7 @@ _export_ int vr_obj_new_in(struct vr_group *g, size_t size, size_t extra, unsign
 
 _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
 {
+	VR_API_ENTRY;
 	if (!ctx)
 		return -EINVAL;
 	return vr_obj_new_in(vr_ctx_group(ctx), size, 0, flags, out);
@@ -143,6 +147,7 @@ _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct 
 
 _export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn, void *arg)
 {
+	VR_API_ENTRY;
 	if (!ctx || vr_inherited_ctx(ctx))
 		return -EINVAL;
 	vr_obj_set_fault_handler(ctx, fn, arg);
@@ -151,6 +156,7 @@ _export_ int vr_ctx_set_obj_fault_handler(struct vr_ctx *ctx, vr_obj_fault_fn fn
 
 _export_ ssize_t vr_group_purge(struct vr_group *g, size_t bytes)
 {
+	VR_API_ENTRY;
 	struct vr_objs *os = live_group(g);
 	if (!os)
 		return -EINVAL;
@@ -161,6 +167,7 @@ _export_ ssize_t vr_group_purge(struct vr_group *g, size_t bytes)
 
 _export_ int vr_group_set_limit(struct vr_group *g, size_t bytes)
 {
+	VR_API_ENTRY;
 	struct vr_objs *os = live_group(g);
 	if (!os)
 		return -EINVAL;
@@ -176,12 +183,14 @@ _export_ int vr_group_set_limit(struct vr_group *g, size_t bytes)
 
 _export_ uint64_t vr_group_stat(struct vr_group *g, enum vr_stat which)
 {
+	VR_API_ENTRY;
 	struct vr_objs *os = live_group(g);
 	return os ? vr_objs_stat(os, which) : 0;
 }
 
 _export_ int vr_group_set_purge_handler(struct vr_group *g, vr_purge_fn fn, void *arg)
 {
+	VR_API_ENTRY;
 	struct vr_objs *os = live_group(g);
 	return os ? vr_objs_set_purge_handler(os, fn, arg) : -EINVAL;
 }

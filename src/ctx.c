@@ -105,6 +105,7 @@ static void region_free(struct vr_region *r, bool inherited)
 _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, unsigned flags,
 			   struct vr_region **out)
 {
+	VR_API_ENTRY;
 	struct vr_region *r;
 	if (!out)
 		return -EINVAL;
@@ -115,6 +116,7 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigned flags,
 			     struct vr_region **out)
 {
+	VR_API_ENTRY;
 	struct vr_region *r;
 	if (!out)
 		return -EINVAL;
@@ -124,6 +126,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 
 _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
 {
+	VR_API_ENTRY;
 	struct vr_region *r;
 	if (!out)
 		return -EINVAL;
@@ -133,6 +136,7 @@ _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struc
 
 _export_ void vr_region_destroy(struct vr_region *r)
 {
+	VR_API_ENTRY;
 	if (!r)
 		return;
 	struct vr_ctx *c = r->ctx;
@@ -302,6 +306,7 @@ static int enforce_limit(struct vr_ctx *c, struct vr_objs *os, size_t glimit)
 /* ---- the limit on the hot paths: the unit's call, then the limit ---- */
 _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 {
+	VR_API_ENTRY;
 	bool added;
 	int rc = vr_region_mark(r, off, len, &added);
 	if (rc < 0)
@@ -332,6 +337,7 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 
 _export_ int vr_mark_ptr(void *addr, size_t len)
 {
+	VR_API_ENTRY;
 	struct vr_region *r;
 	size_t off;
 	int rc = vr_region_span_of(addr, len, &r, &off);
@@ -340,6 +346,7 @@ _export_ int vr_mark_ptr(void *addr, size_t len)
 
 _export_ int vr_obj_unpin(struct vr_obj *o)
 {
+	VR_API_ENTRY;
 	struct vr_objs *os = NULL;
 	size_t glimit = 0;
 	int err = vr_obj_unpin_unit(o, &os, &glimit);
@@ -348,6 +355,7 @@ _export_ int vr_obj_unpin(struct vr_obj *o)
 
 _export_ int vr_obj_unpin_many(struct vr_obj *const *objs, size_t n)
 {
+	VR_API_ENTRY;
 	if (!objs)
 		return n ? -EINVAL : 0;
 	/* one age for all (vr_obj_unpin_at), the gauges and the limits
@@ -388,6 +396,7 @@ static bool live(const struct vr_ctx *c)
 
 _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 {
+	VR_API_ENTRY;
 	if (!live(c))
 		return -EINVAL;
 	atomic_store(&c->limit, bytes);
@@ -403,6 +412,7 @@ _export_ int vr_ctx_set_limit(struct vr_ctx *c, size_t bytes)
 
 _export_ ssize_t vr_ctx_purge(struct vr_ctx *c, size_t bytes)
 {
+	VR_API_ENTRY;
 	if (!live(c))
 		return -EINVAL;
 	if (bytes == 0)
@@ -412,6 +422,7 @@ _export_ ssize_t vr_ctx_purge(struct vr_ctx *c, size_t bytes)
 
 _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level)
 {
+	VR_API_ENTRY;
 	if (!live(c) || (unsigned)level > VR_PRESSURE_CRITICAL)
 		return -EINVAL;
 	if (level == VR_PRESSURE_NONE)
@@ -426,6 +437,7 @@ _export_ ssize_t vr_ctx_notify_pressure(struct vr_ctx *c, enum vr_pressure level
 
 _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 {
+	VR_API_ENTRY;
 	if (!live(c))
 		return 0;
 	switch (which) {
@@ -476,20 +488,24 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 
 _export_ int vr_ctx_monitor_source(struct vr_ctx *c)
 {
+	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->monitor_source) : VR_MONITOR_NONE;
 }
 
 _export_ unsigned vr_ctx_monitor_sources(struct vr_ctx *c)
 {
+	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->monitor_sources) : 0;
 }
 
 _export_ uint64_t vr_ctx_memory_limit(struct vr_ctx *c)
 {
+	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->memory_limit) : 0;
 }
 
 _export_ int vr_ctx_memory_limit_scope(struct vr_ctx *c)
 {
+	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->memory_limit_scope) : VR_LIMIT_NONE;
 }

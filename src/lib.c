@@ -91,6 +91,7 @@ static void live_forget(struct vr_ctx *c)
 
 _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 {
+	VR_API_ENTRY;
 	if (!out || (flags & ~VR_CTX_NO_MONITOR))
 		return -EINVAL;
 	pthread_once(&init_once, global_init);
@@ -137,6 +138,7 @@ fail_live:
 
 _export_ void vr_ctx_destroy(struct vr_ctx *c)
 {
+	VR_API_ENTRY;
 	if (!c)
 		return;
 	live_forget(c); /* aborts unless c is live: nothing of it is read before */

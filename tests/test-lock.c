@@ -9,6 +9,9 @@
 
 #include "base/lock.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
 
 static void sc_wrong_order(void)
@@ -49,7 +52,166 @@ static void sc_named_ranks(void)
 	_exit(0);
 }
 
+/* ---- asynchronous signal handlers that call the library (vrange.h:
+ * "every function may be called from any thread at any time"; only a
+ * call on the region the interrupted code uses is -EDEADLK).  A sender
+ * thread floods the main thread with SIGUSR1 while it loops on region
+ * A; the handler calls the library on something else. ---- */
+static struct vr_region *sig_a, *sig_b;
+static volatile sig_atomic_t sig_n, sig_bad;
+static pthread_t sig_main;
+static atomic_int sig_stop;
+
+static void *sig_sender(void *x)
+{
+	(void)x;
+	while (!atomic_load(&sig_stop)) {
+		pthread_kill(sig_main, SIGUSR1);
+		for (volatile int k = 0; k < 200; k++)
+			;
+	}
+	return NULL;
+}
+
+static void sig_flood(void (*handler)(int), void (*loop)(void), int signals)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	CK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	sig_main = pthread_self();
+	pthread_t t;
+	CK_EQ(pthread_create(&t, NULL, sig_sender, NULL), 0);
+	/* signals handled, or 8 s on a loaded machine (the scenario's
+	 * alarm is 20 s), with at least a thousand handled */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		loop();
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (sig_n < signals && (sig_n < 1000 || t1.tv_sec - t0.tv_sec < 8));
+	atomic_store(&sig_stop, 1);
+	pthread_join(t, NULL);
+	signal(SIGUSR1, SIG_IGN);
+}
+
+/* the handler marks a region of another ctx while the main thread is in
+ * vr_mark/vr_unmark: the handler's region lock came after the
+ * interrupted code's at one level, a "lock order violation" abort */
+static void other_handler(int sig)
+{
+	(void)sig;
+	if (vr_mark(sig_b, 0, 100) < 0 || vr_unmark(sig_b, 0, 100) < 0)
+		sig_bad++;
+	sig_n++;
+}
+
+static void other_loop(void)
+{
+	vr_mark(sig_a, 0, 100);
+	vr_unmark(sig_a, 0, 100);
+}
+
+static void sc_async_other_region(void)
+{
+	struct vr_ctx *c1, *c2;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c1), 0);
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c2), 0);
+	CK_EQ(vr_region_new(c1, "a", 1 << 20, 0, &sig_a), 0);
+	CK_EQ(vr_region_new(c2, "b", 1 << 20, 0, &sig_b), 0);
+	sig_flood(other_handler, other_loop, 20000);
+	CK_EQ(sig_bad, 0);
+	vr_ctx_destroy(c1);
+	vr_ctx_destroy(c2);
+	_exit(0);
+}
+
+/* the handler takes log_lock (the last rank: never an order issue) while
+ * the main thread loops vr_status(A).  A signal between vr_held_push's
+ * slot write and its n++ overwrote A's slot: vr_held(A) false while A
+ * was held (and the order check aborted at A's release) */
+static void slot_handler(int sig)
+{
+	(void)sig;
+	vr_set_log_fn(NULL, NULL);
+	sig_n++;
+}
+
+static void slot_loop(void)
+{
+	vr_status(sig_a, 0, 100);
+	if (vr_tls_held.n != 0)
+		sig_bad++;
+}
+
+static void sc_async_slot(void)
+{
+	struct vr_ctx *c;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	CK_EQ(vr_region_new(c, "a", 1 << 20, 0, &sig_a), 0);
+	sig_flood(slot_handler, slot_loop, 200000);
+	CK_EQ(sig_bad, 0);
+	vr_ctx_destroy(c);
+	_exit(0);
+}
+
+/* the handler pins (then unpins) an object that the interrupted code of
+ * the same thread is purging (vr_ctx_purge) or restoring (vr_obj_pin):
+ * -EDEADLK or a pin, never a wait for itself (it spun on the claim the
+ * interrupted purge holds until the handler returns, for ever) */
+static struct vr_obj *sig_o;
+static volatile sig_atomic_t sig_dead;
+
+static void pin_handler(int sig)
+{
+	(void)sig;
+	int r = vr_obj_pin(sig_o);
+	if (r == -EDEADLK)
+		sig_dead++;
+	else if (r < 0)
+		sig_bad++;
+	else
+		vr_obj_unpin(sig_o);
+	sig_n++;
+}
+
+static struct vr_ctx *sig_c;
+
+static void pin_loop(void)
+{
+	vr_obj_unpin(sig_o);
+	vr_ctx_purge(sig_c, SIZE_MAX);
+	vr_obj_pin(sig_o);
+}
+
+static void async_pin(size_t size)
+{
+	alarm(20); /* the hang: killed by SIGALRM */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sig_c), 0);
+	CK_EQ(vr_obj_new(sig_c, size, 0, &sig_o), 0);
+	sig_flood(pin_handler, pin_loop, 1000);
+	CK_EQ(sig_bad, 0);
+	CK(sig_dead > 0, "no signal landed in a purge");
+	vr_ctx_destroy(sig_c);
+	_exit(0);
+}
+
+static void sc_async_pin_large(void)
+{
+	async_pin(1 << 20);
+}
+
+static void sc_async_pin_small(void)
+{
+	async_pin(2000);
+}
+
 static const struct vt_scenario scenarios[] = {
+	{ "async_pin_large", sc_async_pin_large },
+	{ "async_pin_small", sc_async_pin_small },
+	{ "async_other_region", sc_async_other_region },
+	{ "async_slot", sc_async_slot },
 	{ "named_ranks", sc_named_ranks },
 	{ "wrong_order", sc_wrong_order },
 	{ "wrong_release", sc_wrong_release },
@@ -125,6 +287,15 @@ static void test_violation_names_ranks(void **state)
 		fail_msg("the message names a rank wrongly: %s", buf);
 }
 
+static void test_async_handler_calls(void **state)
+{
+	(void)state;
+	vt_assert_exit_ok(vt_run_scenario("async_other_region"));
+	vt_assert_exit_ok(vt_run_scenario("async_slot"));
+	vt_assert_exit_ok(vt_run_scenario("async_pin_large"));
+	vt_assert_exit_ok(vt_run_scenario("async_pin_small"));
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -136,6 +307,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_overflow_is_held),
 		cmocka_unit_test(test_order_checked),
 		cmocka_unit_test(test_violation_names_ranks),
+		cmocka_unit_test(test_async_handler_calls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

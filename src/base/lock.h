@@ -120,18 +120,25 @@ static inline void vr_held_push(const pthread_mutex_t *m, enum vr_lock_rank rank
 {
 	unsigned n = vr_tls_held.n;
 #ifndef NDEBUG
-	if (n > 0 && n <= VR_HELD_MAX &&
+	/* (a slot whose lock is NULL is being filled by the code this signal
+	 * handler interrupted: nothing to compare with) */
+	if (n > 0 && n <= VR_HELD_MAX && vr_tls_held.lock[n - 1] &&
 	    vr_tls_held.lvl[n - 1] == (unsigned char)vr_tls_held.level &&
 	    vr_tls_held.rank[n - 1] >= (unsigned)rank)
 		vr_lock_order_violation(m, rank, (int)n - 1);
 #endif
+	/* claim the slot first, then fill it: a signal handler interrupting
+	 * in between pushes above it instead of overwriting it (which lost
+	 * this entry: vr_held(m) false while m is held), and sees its lock
+	 * NULL (pop leaves slots NULL), i.e. not yet taken, which is true */
+	vr_tls_held.n = n + 1;
+	atomic_signal_fence(memory_order_seq_cst);
 	if (n < VR_HELD_MAX) {
-		vr_tls_held.lock[n] = m;
 		vr_tls_held.rank[n] = (unsigned char)rank;
 		vr_tls_held.lvl[n] = (unsigned char)vr_tls_held.level;
+		atomic_signal_fence(memory_order_seq_cst);
+		vr_tls_held.lock[n] = m;
 	}
-	atomic_signal_fence(memory_order_seq_cst);
-	vr_tls_held.n = n + 1;
 	atomic_signal_fence(memory_order_seq_cst);
 }
 
@@ -145,8 +152,12 @@ static inline void vr_held_pop(const pthread_mutex_t *m)
 #else
 	(void)m;
 #endif
+	unsigned top = vr_tls_held.n - 1;
 	atomic_signal_fence(memory_order_seq_cst);
-	vr_tls_held.n--;
+	if (top < VR_HELD_MAX)
+		vr_tls_held.lock[top] = NULL; /* free slots stay NULL (push) */
+	atomic_signal_fence(memory_order_seq_cst);
+	vr_tls_held.n = top;
 	atomic_signal_fence(memory_order_seq_cst);
 }
 
@@ -173,5 +184,29 @@ static inline void vr_held_leave_signal(void)
 	atomic_signal_fence(memory_order_seq_cst);
 	vr_tls_held.level--;
 }
+
+/* A public call that finds locks held by its own thread at entry runs in
+ * an asynchronous signal handler that interrupted library code (the
+ * library never calls a public function with a lock held; a fault
+ * handler's calls already run at the level the fault path opened): its
+ * locks start a new level, like a fault handler's, so that the order
+ * check compares them among themselves, not with the interrupted code's
+ * (a handler's vr_mark on another ctx's region while its thread was in
+ * vr_mark aborted with "lock order violation" in builds without NDEBUG).
+ * VR_API_ENTRY at the top of every public call that may take a lock. */
+static inline unsigned vr_api_enter(void)
+{
+	if (!vr_tls_held.n)
+		return 0;
+	vr_held_enter_signal();
+	return 1;
+}
+static inline void vr_api_leave(unsigned *nested)
+{
+	if (*nested)
+		vr_held_leave_signal();
+}
+#define VR_API_ENTRY                                                                               \
+	unsigned vr_api_nested_ __attribute__((cleanup(vr_api_leave), unused)) = vr_api_enter()
 
 #endif

@@ -36,6 +36,7 @@ void vr_log_init(void)
 
 _export_ void vr_set_log_fn(vr_log_fn fn, void *arg)
 {
+	VR_API_ENTRY;
 	vr_lock(&log_lock, VR_RANK_LOG);
 	log_fn = fn;
 	log_arg = fn ? arg : NULL;

@@ -34,6 +34,11 @@
  * assigned).  The fault path's re-fault record is base/refault.h's. */
 static __thread struct {
 	unsigned log;
+	/* the object whose restore (a large one, OS_PURGING) or zeroing (a
+	 * small one, ZEROING) this thread's pin is in: a signal handler that
+	 * interrupted it and pins or unpins that object would wait for
+	 * itself (-EDEADLK instead) */
+	const struct vr_obj *busy;
 } otls __attribute__((tls_model("initial-exec")));
 static _Atomic unsigned next_log;
 
@@ -79,6 +84,7 @@ int vr_objs_new_obj(struct vr_objs *os, size_t size, size_t extra, struct vr_obj
 
 _export_ void vr_obj_free(struct vr_obj *o)
 {
+	VR_API_ENTRY;
 	uint64_t s;
 	if (check_obj(o, &s) < 0)
 		return; /* NULL, or inherited: the child's copy goes with its ctx */
@@ -132,6 +138,7 @@ _export_ void *vr_obj_extra(const struct vr_obj *o)
 
 _export_ int vr_obj_status(const struct vr_obj *o)
 {
+	VR_API_ENTRY;
 	uint64_t s;
 	int err = check_obj(o, &s);
 	if (err < 0)
@@ -175,12 +182,24 @@ _export_ int vr_obj_status(const struct vr_obj *o)
  *   - Only the CAS that clears PINNED drops page counts, only the CAS
  *     that sets it keeps them, so each pin's counts are dropped once.
  */
-static void wait_zeroed(struct vr_obj *o, uint64_t *s)
+/* false: this thread's own pin is zeroing o (a signal handler
+ * interrupted it): it would wait for ever */
+static bool wait_zeroed(struct vr_obj *o, uint64_t *s)
 {
 	while ((*s & (OS_PINNED | OS_PURGED)) == (OS_PINNED | OS_PURGED)) {
+		if (_unlikely_(otls.busy == o))
+			return false;
 		sched_yield();
 		*s = atomic_load(&o->state);
 	}
+	return true;
+}
+
+/* does this thread purge o's ctx?  (a signal handler interrupted it: a
+ * page or object it claimed is not released before the handler returns) */
+static bool purging_self(struct vr_objs *os)
+{
+	return _unlikely_(vr_tls_held.n) && vr_held(&os->ctx->purge_lock);
 }
 
 int vr_obj_unpin_at(struct vr_obj *o, uint64_t t, struct vr_objs **owner, size_t *bytes)
@@ -203,8 +222,9 @@ int vr_obj_unpin_at(struct vr_obj *o, uint64_t t, struct vr_objs **owner, size_t
 	uint64_t flags = (1u << OS_AGE_SHIFT) - 1;
 	bool large = s & OS_LARGE;
 	do {
-		if (_unlikely_(s & OS_PURGED))
-			wait_zeroed(o, &s); /* another thread's pin is zeroing it */
+		/* another thread's pin is zeroing it */
+		if (_unlikely_(s & OS_PURGED) && !wait_zeroed(o, &s))
+			return -EDEADLK;
 		if (!(s & OS_PINNED))
 			return 0; /* another thread unpinned it */
 	} while (!atomic_compare_exchange_weak(
@@ -258,6 +278,8 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		if (s & OS_PINNED)
 			return VR_INTACT;
 		if (s & OS_PURGING) { /* a purge of this object is under way */
+			if (otls.busy == o || purging_self(os))
+				return -EDEADLK; /* by this thread's interrupted code */
 			sched_yield();
 			s = atomic_load(&o->state);
 			continue;
@@ -269,8 +291,13 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 			}
 			continue;
 		}
-		if (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING))
+		const struct vr_obj *busy = otls.busy;
+		otls.busy = o; /* before OS_PURGING is ours: see otls */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING)) {
+			otls.busy = busy;
 			continue;
+		}
 		size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
 		int err = vr_objs_restore(os, o->ptr, len);
 		/* read-modify-write, never a store of s: while OS_PURGING is
@@ -280,6 +307,8 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		if (err < 0) {
 			/* nothing changed (S20, S5) */
 			atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGING);
+			atomic_signal_fence(memory_order_seq_cst);
+			otls.busy = busy;
 			return err;
 		}
 		/* the pages were punched: they read 0 (a discard left trapped
@@ -290,6 +319,8 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		while (!atomic_compare_exchange_weak(
 			&o->state, &s, (s | OS_PINNED) & ~(uint64_t)(OS_PURGED | OS_PURGING)))
 			;
+		atomic_signal_fence(memory_order_seq_cst);
+		otls.busy = busy;
 		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}
@@ -302,9 +333,23 @@ static int pin_small(struct vr_objs *os, struct vr_obj *o)
 	struct vr_opage *p;
 	unsigned n;
 	int err;
+	const struct vr_obj *busy;
 	obj_pages(o, &p, &n);
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_hold(&p[i]);
+	bool self = purging_self(os);
+	for (unsigned i = 0; i < n; i++) {
+		if (!self) {
+			vr_opage_hold(&p[i]);
+			continue;
+		}
+		/* a page this thread's interrupted purge claimed is not
+		 * released before this handler returns */
+		atomic_fetch_add(&p[i].pw, 1);
+		if (atomic_load(&p[i].pw) & PG_PURGING) {
+			for (unsigned j = 0; j <= i; j++)
+				vr_opage_drop(&p[j]);
+			return -EDEADLK;
+		}
+	}
 	/* with the pins held no purge can change PURGED under us */
 	uint64_t s = atomic_load(&o->state);
 	if ((s & (OS_PURGED | OS_PINNED)) == OS_PURGED) {
@@ -317,12 +362,23 @@ static int pin_small(struct vr_objs *os, struct vr_obj *o)
 			err = VR_INTACT;
 			goto undo;
 		}
-	} while (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED));
+		busy = otls.busy;
+		if (s & OS_PURGED)
+			otls.busy = o; /* before ZEROING is ours: see otls */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED))
+			break;
+		otls.busy = busy;
+	} while (true);
+	if (!(s & OS_PURGED))
+		otls.busy = busy;
 	if (s & OS_PURGED) {
 		/* ZEROING: bytes on a page that was not discarded (a straddling
 		 * object) kept their data: every byte of a purged object reads 0 */
 		memset(o->ptr, 0, obj_size(o));
 		atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGED);
+		atomic_signal_fence(memory_order_seq_cst);
+		otls.busy = busy;
 		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}
@@ -336,23 +392,22 @@ undo:
 	}
 	for (unsigned i = 0; i < n; i++)
 		vr_opage_drop(&p[i]);
-	if (err == VR_INTACT)
-		wait_zeroed(o, &s);
+	if (err == VR_INTACT && !wait_zeroed(o, &s))
+		return -EDEADLK;
 	return err;
 }
 
 _export_ int vr_obj_pin(struct vr_obj *o)
 {
+	VR_API_ENTRY;
 	uint64_t s;
 	if (o)
 		obj_prefetch_pages(o); /* obj.h, PAGE HINTS */
 	int err = check_obj(o, &s);
 	if (err < 0)
 		return err;
-	if (s & OS_PINNED) {
-		wait_zeroed(o, &s);
-		return VR_INTACT;
-	}
+	if (s & OS_PINNED)
+		return wait_zeroed(o, &s) ? VR_INTACT : -EDEADLK;
 	struct vr_objs *os = obj_objs(o, s);
 	return (s & OS_LARGE) ? pin_large(os, o, s) : pin_small(os, o);
 }

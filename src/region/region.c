@@ -554,16 +554,19 @@ static int unmark_plain(struct vr_region *r, uint64_t a, uint64_t b)
 
 _export_ int vr_unmark(struct vr_region *r, size_t off, size_t len)
 {
+	VR_API_ENTRY;
 	return locked_span(r, off, len, unmark_plain);
 }
 
 _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 {
+	VR_API_ENTRY;
 	return locked_span(r, off, len, status_locked);
 }
 
 _export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
 {
+	VR_API_ENTRY;
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
@@ -582,6 +585,7 @@ _export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, si
  * between: the restore would then uncover the new hole.) */
 _export_ int vr_unmark_fill(struct vr_region *r, size_t off, size_t len, const void *src)
 {
+	VR_API_ENTRY;
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
@@ -612,6 +616,7 @@ int vr_region_span_of(void *addr, size_t len, struct vr_region **rp, size_t *off
 
 _export_ int vr_unmark_ptr(void *addr, size_t len)
 {
+	VR_API_ENTRY;
 	struct vr_region *r;
 	size_t off;
 	int rc = vr_region_span_of(addr, len, &r, &off);
@@ -642,6 +647,7 @@ _export_ struct vr_region *vr_region_of(const void *addr)
 
 _export_ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg)
 {
+	VR_API_ENTRY;
 	if (check_live(r) < 0)
 		return -EINVAL;
 	if (vr_held(r->lockp))
