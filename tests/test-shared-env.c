@@ -155,19 +155,31 @@ static void sc_flicker(void)
 	struct vr_region *r = VS.r[ra];
 	struct pollfd pf = { .fd = B.sock, .events = POLLIN };
 	uint64_t cycles = 0;
+	uint64_t busy = 0;
 	while (poll(&pf, 1, 0) == 0) {
 		CK_EQ(vr_mark(r, P, P), VR_INTACT);
-		CK_EQ(vr_ctx_purge(VS.ctx, SIZE_MAX), (ssize_t)P);
+		uint64_t b0 = vr_ctx_stat(VS.ctx, VR_STAT_SKIPPED_BUSY);
+		ssize_t got = vr_ctx_purge(VS.ctx, SIZE_MAX);
+		if (got == 0 && vr_ctx_stat(VS.ctx, VR_STAT_SKIPPED_BUSY) > b0) {
+			/* S32: B did not answer the guard protocol's ARM in time
+			 * (a loaded machine): skipped, the data kept */
+			CK_EQ(vr_unmark(r, P, P), VR_INTACT);
+			busy++;
+			continue;
+		}
+		CK_EQ(got, (ssize_t)P);
 		for (volatile int spin = 0; spin < 2000; spin++) /* let B meet the hole */
 			;
 		CK_EQ(vr_unmark(r, P, P), VR_PURGED);
 		cycles++;
 	}
+	CK(cycles > 0, "(every purge skipped: %" PRIu64 ")", busy);
 	struct vs_rep rep;
 	int fd;
 	CK_EQ(vs_recvmsg(B.sock, &rep, sizeof(rep), &fd), (ssize_t)sizeof(rep));
-	printf("flicker: %" PRIu64 " purge cycles; B read %" PRId64 ", trapped %" PRId64 "\n",
-	       cycles, rep.v[0], rep.v[1]);
+	printf("flicker: %" PRIu64 " purge cycles (%" PRIu64 " skipped, B busy); B read %" PRId64
+	       ", trapped %" PRId64 "\n",
+	       cycles, busy, rep.v[0], rep.v[1]);
 	CK(rep.rc == 0, "(%" PRId64 " SIGBUS reached B's application without its handler)", rep.rc);
 	CK(rep.v[2] == 0, "(%" PRId64 " reads neither the data nor 0)", rep.v[2]);
 	vs_stop(&B);
