@@ -361,6 +361,14 @@ static int obj_trap(void *p, size_t len, bool arm)
 	return rc < 0 ? -errno : 0;
 }
 
+/* false if the pages keep their bytes (the punch failed): a span whose
+ * punch failed must not be handed out again as zero (S19) */
+static bool punch(struct vr_chunk *ch, uint8_t *p, size_t len)
+{
+	return vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			    (off_t)(p - ch->base), (off_t)len) == 0;
+}
+
 int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len)
 {
 	if (whole_chunk(ch, p, len)) /* every page tagged before it can trap */
@@ -368,8 +376,7 @@ int vr_objs_discard(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
 	atomic_fetch_add_explicit(&os->ndiscard, 1, memory_order_relaxed);
 	int err = obj_trap(p, len, true);
-	if (err == 0 && vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				     (off_t)(p - ch->base), (off_t)len) < 0)
+	if (err == 0 && !punch(ch, p, len))
 		err = -errno;
 	if (err == 0)
 		return 0;
@@ -391,8 +398,7 @@ bool vr_objs_zeroed(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t 
 {
 	if (!atomic_load_explicit(&os->nstuck, memory_order_relaxed))
 		return true;
-	return vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			    (off_t)(p - ch->base), (off_t)len) == 0;
+	return punch(ch, p, len);
 }
 
 int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
@@ -400,14 +406,6 @@ int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len)
 	atomic_store(&os->trap_gen, vr_trap_gen_next());
 	atomic_fetch_add_explicit(&os->nrestore, 1, memory_order_relaxed);
 	return obj_trap(p, len, false);
-}
-
-/* false if the pages keep their bytes (the punch failed): a span whose
- * punch failed must not be handed out again as zero (S19) */
-static bool punch(struct vr_chunk *ch, uint8_t *p, size_t len)
-{
-	return vr_fallocate(ch->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			    (off_t)(p - ch->base), (off_t)len) == 0;
 }
 
 /* ---- metadata memory (span_lock held) ----
@@ -464,11 +462,20 @@ static struct vr_obj *handle_get(struct vr_objs *os)
 }
 
 /* ---- slabs ---- */
-void vr_opage_hold(struct vr_opage *p)
+bool vr_opage_hold_unless(struct vr_opage *p, bool self)
 {
 	atomic_fetch_add(&p->pw, 1);
-	while (atomic_load(&p->pw) & PG_PURGING)
+	while (atomic_load(&p->pw) & PG_PURGING) {
+		if (self)
+			return false;
 		sched_yield();
+	}
+	return true;
+}
+
+void vr_opage_hold(struct vr_opage *p)
+{
+	(void)vr_opage_hold_unless(p, false);
 }
 
 void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32_t *hi)

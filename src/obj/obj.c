@@ -42,6 +42,15 @@ static __thread struct {
 } otls __attribute__((tls_model("initial-exec")));
 static _Atomic unsigned next_log;
 
+/* otls.busy = o, ordered against the state changes around it for a
+ * signal handler of this thread (compiler barriers only) */
+static inline void busy_set(const struct vr_obj *o)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	otls.busy = o;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
 unsigned vr_obj_log_index(void)
 {
 	unsigned l = otls.log;
@@ -292,10 +301,9 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 			continue;
 		}
 		const struct vr_obj *busy = otls.busy;
-		otls.busy = o; /* before OS_PURGING is ours: see otls */
-		atomic_signal_fence(memory_order_seq_cst);
+		busy_set(o); /* before OS_PURGING is ours: see otls */
 		if (!atomic_compare_exchange_weak(&o->state, &s, s | OS_PURGING)) {
-			otls.busy = busy;
+			busy_set(busy);
 			continue;
 		}
 		size_t len = ((obj_size(o) - 1) | (vr_page_size() - 1)) + 1;
@@ -307,8 +315,7 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		if (err < 0) {
 			/* nothing changed (S20, S5) */
 			atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGING);
-			atomic_signal_fence(memory_order_seq_cst);
-			otls.busy = busy;
+			busy_set(busy);
 			return err;
 		}
 		/* the pages were punched: they read 0 (a discard left trapped
@@ -319,8 +326,7 @@ static int pin_large(struct vr_objs *os, struct vr_obj *o, uint64_t s)
 		while (!atomic_compare_exchange_weak(
 			&o->state, &s, (s | OS_PINNED) & ~(uint64_t)(OS_PURGED | OS_PURGING)))
 			;
-		atomic_signal_fence(memory_order_seq_cst);
-		otls.busy = busy;
+		busy_set(busy);
 		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}
@@ -333,23 +339,16 @@ static int pin_small(struct vr_objs *os, struct vr_obj *o)
 	struct vr_opage *p;
 	unsigned n;
 	int err;
-	const struct vr_obj *busy;
 	obj_pages(o, &p, &n);
+	/* a page this thread's interrupted purge claimed is not released
+	 * before this signal handler returns: no wait for it */
 	bool self = purging_self(os);
-	for (unsigned i = 0; i < n; i++) {
-		if (!self) {
-			vr_opage_hold(&p[i]);
-			continue;
-		}
-		/* a page this thread's interrupted purge claimed is not
-		 * released before this handler returns */
-		atomic_fetch_add(&p[i].pw, 1);
-		if (atomic_load(&p[i].pw) & PG_PURGING) {
+	for (unsigned i = 0; i < n; i++)
+		if (!vr_opage_hold_unless(&p[i], self)) {
 			for (unsigned j = 0; j <= i; j++)
 				vr_opage_drop(&p[j]);
 			return -EDEADLK;
 		}
-	}
 	/* with the pins held no purge can change PURGED under us */
 	uint64_t s = atomic_load(&o->state);
 	if ((s & (OS_PURGED | OS_PINNED)) == OS_PURGED) {
@@ -357,28 +356,26 @@ static int pin_small(struct vr_objs *os, struct vr_obj *o)
 		if (err < 0)
 			goto undo;
 	}
-	do {
+	const struct vr_obj *busy = otls.busy;
+	for (;;) {
 		if (s & OS_PINNED) { /* another thread pinned it */
 			err = VR_INTACT;
 			goto undo;
 		}
-		busy = otls.busy;
-		if (s & OS_PURGED)
-			otls.busy = o; /* before ZEROING is ours: see otls */
-		atomic_signal_fence(memory_order_seq_cst);
+		bool zeroing = s & OS_PURGED;
+		if (zeroing)
+			busy_set(o); /* before ZEROING is ours: see otls */
 		if (atomic_compare_exchange_weak(&o->state, &s, s | OS_PINNED))
 			break;
-		otls.busy = busy;
-	} while (true);
-	if (!(s & OS_PURGED))
-		otls.busy = busy;
+		if (zeroing)
+			busy_set(busy);
+	}
 	if (s & OS_PURGED) {
 		/* ZEROING: bytes on a page that was not discarded (a straddling
 		 * object) kept their data: every byte of a purged object reads 0 */
 		memset(o->ptr, 0, obj_size(o));
 		atomic_fetch_and(&o->state, ~(uint64_t)OS_PURGED);
-		atomic_signal_fence(memory_order_seq_cst);
-		otls.busy = busy;
+		busy_set(busy);
 		obj_gauge(os, vr_obj_log_index(), true, -(int64_t)obj_size(o));
 		return VR_PURGED;
 	}

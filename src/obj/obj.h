@@ -457,6 +457,9 @@ int vr_objs_restore(struct vr_objs *os, uint8_t *p, size_t len) _nonnull_();
 bool vr_objs_zeroed(struct vr_objs *os, struct vr_chunk *ch, uint8_t *p, size_t len) _nonnull_();
 /* wait until PG_PURGING is clear after taking a pin on page p */
 void vr_opage_hold(struct vr_opage *p) _nonnull_();
+/* the same, but with self (the purge is this thread's, interrupted by a
+ * signal handler) returns false instead of waiting (the pin is held) */
+bool vr_opage_hold_unless(struct vr_opage *p, bool self) _nonnull_();
 static inline void vr_opage_drop(struct vr_opage *p)
 {
 	atomic_fetch_sub(&p->pw, 1);
