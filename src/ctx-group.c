@@ -139,7 +139,6 @@ _export_ int vr_obj_new_in(struct vr_group *g, size_t size, size_t extra, unsign
 
 _export_ int vr_obj_new(struct vr_ctx *ctx, size_t size, unsigned flags, struct vr_obj **out)
 {
-	VR_API_ENTRY;
 	if (!ctx)
 		return -EINVAL;
 	return vr_obj_new_in(vr_ctx_group(ctx), size, 0, flags, out);

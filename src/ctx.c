@@ -337,7 +337,6 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 
 _export_ int vr_mark_ptr(void *addr, size_t len)
 {
-	VR_API_ENTRY;
 	struct vr_region *r;
 	size_t off;
 	int rc = vr_region_span_of(addr, len, &r, &off);
@@ -488,24 +487,20 @@ _export_ uint64_t vr_ctx_stat(struct vr_ctx *c, enum vr_stat which)
 
 _export_ int vr_ctx_monitor_source(struct vr_ctx *c)
 {
-	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->monitor_source) : VR_MONITOR_NONE;
 }
 
 _export_ unsigned vr_ctx_monitor_sources(struct vr_ctx *c)
 {
-	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->monitor_sources) : 0;
 }
 
 _export_ uint64_t vr_ctx_memory_limit(struct vr_ctx *c)
 {
-	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->memory_limit) : 0;
 }
 
 _export_ int vr_ctx_memory_limit_scope(struct vr_ctx *c)
 {
-	VR_API_ENTRY;
 	return live(c) ? atomic_load(&c->memory_limit_scope) : VR_LIMIT_NONE;
 }

@@ -120,9 +120,10 @@ bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file)
 		limit_gate(l);
 	}
 	if (!watched || (l->kind && l->own)) {
-		/* VRANGE_MEMORY_LIMIT limits the process, but the pressure
-		 * still comes from its cgroup's limit reclaiming file cache:
-		 * the same gate, on that cgroup (A3) */
+		/* no cgroup limit watched (VRANGE_MEMORY_LIMIT limits the
+		 * process, or nothing is watched), but the pressure still
+		 * comes from the cgroup's limit reclaiming file cache: the
+		 * same gate, on that cgroup (A3) */
 		char buf[8192];
 		if (!pread_text(l->gate_stat_fd, buf, sizeof(buf)))
 			return false;
@@ -345,8 +346,8 @@ static uint64_t limit_detect(int *kind, char **where)
 
 static int open_in(const char *dir, const char *name);
 
-/* under VRANGE_MEMORY_LIMIT: (re)detect the cgroup limit for the pressure
- * gate (mon_limit_file_first) */
+/* under VRANGE_MEMORY_LIMIT, or without a limit watcher: (re)detect the
+ * cgroup limit for the pressure gate (mon_limit_file_first) */
 static void limit_gate(struct mon_limit *l)
 {
 	int kind;
@@ -505,9 +506,7 @@ static void limit_close(struct vr_monitor *m)
 	limit_close_fds(l);
 	mon_close_fd(&l->gate_stat_fd);
 	free(l->dir);
-	*l = (struct mon_limit){
-		.usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1, .gate_stat_fd = -1
-	};
+	*l = MON_LIMIT_CLOSED;
 	atomic_store(&m->ctx->budget, 0);
 	atomic_store(&m->ctx->memory_limit, 0);
 	atomic_store(&m->ctx->memory_limit_scope, VR_LIMIT_NONE);

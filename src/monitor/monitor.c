@@ -387,9 +387,7 @@ int vr_monitor_start(struct vr_ctx *ctx)
 		.ino_fd = -1, .ino_wd = -1, .events_fd = -1, .trig = { .trig_fd = { -1, -1 } }
 	};
 	m->cg1.efd[0] = m->cg1.efd[1] = -1;
-	m->lim = (struct mon_limit){
-		.usage_fd = -1, .stat_fd = -1, .thr_efd = -1, .events_fd = -1, .gate_stat_fd = -1
-	};
+	m->lim = MON_LIMIT_CLOSED;
 	m->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (m->wake_fd < 0) {
 		int err = -errno;

@@ -213,8 +213,9 @@ struct mon_limit {
 	uint64_t readahead; /* mon_readahead_max, read when the watcher opens */
 	unsigned interval;
 	uint64_t recheck_ms; /* next re-read of the limit itself */
-	/* under VRANGE_MEMORY_LIMIT: the cgroup limit still detected, for the
-	 * pressure gate only (mon_limit_file_first, A3): its memory.stat */
+	/* under VRANGE_MEMORY_LIMIT or without a limit watcher: the cgroup
+	 * limit still detected, for the pressure gate only
+	 * (mon_limit_file_first, A3): its memory.stat */
 	int gate_stat_fd;           /* or -1: no cgroup limit, no gate */
 	bool gate_v1;               /* memory.stat has v1's total_ keys */
 	struct mon_limit_plan gate; /* the cgroup limit's lines */
@@ -222,6 +223,14 @@ struct mon_limit {
 	uint64_t dbg_ms;            /* last per-event debug line */
 	unsigned dbg_quiet;         /* lines held back since */
 };
+
+/* a watcher with no file open (every fd -1) */
+#define MON_LIMIT_CLOSED                                                                           \
+	((struct mon_limit){ .usage_fd = -1,                                                       \
+			     .stat_fd = -1,                                                        \
+			     .thr_efd = -1,                                                        \
+			     .events_fd = -1,                                                      \
+			     .gate_stat_fd = -1 })
 
 struct vr_monitor {
 	struct vr_ctx *ctx;
