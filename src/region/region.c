@@ -541,13 +541,9 @@ static int unmark_locked(struct vr_region *r, uint64_t a, uint64_t b, const void
 	return u.purged ? VR_PURGED : VR_INTACT;
 }
 
-/* the repair's completion of an unmark cut short (shared.h, DEATH) */
+/* vr_unmark under the lock; also the repair's completion of an unmark
+ * cut short (shared.h, DEATH) */
 int vr_region_unmark_locked(struct vr_region *r, uint64_t a, uint64_t b)
-{
-	return unmark_locked(r, a, b, NULL);
-}
-
-static int unmark_plain(struct vr_region *r, uint64_t a, uint64_t b)
 {
 	return unmark_locked(r, a, b, NULL);
 }
@@ -555,7 +551,7 @@ static int unmark_plain(struct vr_region *r, uint64_t a, uint64_t b)
 _export_ int vr_unmark(struct vr_region *r, size_t off, size_t len)
 {
 	VR_API_ENTRY;
-	return locked_span(r, off, len, unmark_plain);
+	return locked_span(r, off, len, vr_region_unmark_locked);
 }
 
 _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
