@@ -15,7 +15,9 @@
  * the object pin+unpin pair, random over 10^3, 10^6 and 10^7 objects of
  * 256 bytes, and the hot pair (one object); the range unmark+mark pair,
  * random over 10^3, 10^6 and 10^7 ranges; metadata bytes per object and
- * per range.  The parent divides them by the floors (vrbench.c,
+ * per range; at 10^6 and 10^7, the range pair's memory floor, its chain
+ * of cold reads alone (bench_tree_floor).  The parent divides them by the
+ * floors (vrbench.c,
  * derive_wall).  10^7 runs in full mode only (about 1.5 GB of metadata);
  * --quick stops at 10^6, --smoke at 10^4.
  *
@@ -104,6 +106,67 @@ static void bench_index_level(size_t n, const char *tag)
 	bench_chase(name, (n / 900) * 512, true, false);
 }
 
+/*
+ * The memory floor of the range pair: what a random unmark+mark pair must
+ * read cold at n ranges, with nothing else (no code, no lock, no clock),
+ * as one dependent chain per pair over buffers of the tree's sizes (a
+ * sequential build: 30 ranges per 512-byte leaf, 32-byte records):
+ *   - "leaf+record": a leaf (its 8 lines asked for at once, as map.c
+ *     does, all read) and then one record line, read and written: the
+ *     floor of any ordered index whose levels above the leaves stay in
+ *     the cache.  Beyond the cache at both sizes, its 10^7 / 10^6 ratio
+ *     says how much of the pair's own ratio is the machine's;
+ *   - "tree": first a node of the level above the leaves (8 lines asked
+ *     for, its 5 key lines read), then the same: the floor of this tree's
+ *     shape, where that level stays cached only as well as the chain's
+ *     own traffic lets it.
+ * Each step's addresses depend on the previous step's loads (the buffers
+ * hold zeros the compiler cannot see), so steps do not overlap, as pairs
+ * do not: a pair is over a thousand instructions.
+ */
+static void bench_tree_floor(size_t n, const char *tag, bool parent)
+{
+	size_t lv = parent ? (n / 900) * 512 : 512, lf = (n / 30) * 512, rc = n * 32;
+	char *P = map_huge(lv, true), *L = map_huge(lf, true), *R = map_huge(rc, true);
+	memset(P, 0, lv); /* resident, and the zeros every load returns */
+	memset(L, 0, lf);
+	memset(R, 0, rc);
+	size_t np = lv / 512, nl = lf / 512, nr = rc / 64;
+	uint64_t rng = 0x7ee5 + n, dep = 0;
+	struct samples s = { 0 };
+	size_t nsamp = BY_MODE(100, 500, 2000);
+	for (size_t i = 0; i <= nsamp; i++) {
+		uint64_t t = now_ns();
+		for (size_t j = 0; j < 64; j++) {
+			uint64_t x = rng_next(&rng) + dep;
+			if (parent) {
+				const char *q = P + ((x >> 40) % np) * 512;
+				for (int k = 0; k < 512; k += 64)
+					__builtin_prefetch(q + k);
+				for (int k = 0; k < 5 * 64; k += 64)
+					x += *(const volatile uint64_t *)(q + k);
+			}
+			const char *l = L + ((x >> 20) % nl) * 512;
+			for (int k = 0; k < 512; k += 64)
+				__builtin_prefetch(l + k);
+			for (int k = 0; k < 512; k += 64)
+				x += *(const volatile uint64_t *)(l + k);
+			volatile uint64_t *r = (volatile uint64_t *)(R + (x % nr) * 64);
+			dep = *r;
+			r[1] = dep; /* the pair writes its record */
+		}
+		if (i) /* the first batch warms up */
+			samples_add(&s, (double)(now_ns() - t) / 64);
+	}
+	char name[48];
+	snprintf(name, sizeof(name), "%s-floor-%s", parent ? "tree" : "leaf-rec", tag);
+	emit_samples(SCEN, name, &s, "ns");
+	samples_free(&s);
+	unmap_huge(P, lv);
+	unmap_huge(L, lf);
+	unmap_huge(R, rc);
+}
+
 int run_wall(const char *style)
 {
 	bool off = style && !strcmp(style, "hp-off");
@@ -123,8 +186,11 @@ int run_wall(const char *style)
 	for (size_t i = 0; i < 4; i++) {
 		if (!(modes[i] & (1u << bopt.mode)))
 			continue;
-		if (sizes[i] >= 1000000)
+		if (sizes[i] >= 1000000) {
 			bench_index_level(sizes[i], tags[i]);
+			bench_tree_floor(sizes[i], tags[i], false);
+			bench_tree_floor(sizes[i], tags[i], true);
+		}
 		bench_obj_pairs(SCEN, sizes[i], 256, tags[i]);
 		struct vr_ctx *ctx;
 		VRCHECK(vr_ctx_new(VR_CTX_NO_MONITOR, &ctx));

@@ -437,6 +437,20 @@ static void derive_wall(void)
 			  "wall: floor: a read in the tree's level above its leaves, 10^7 (5.7 "
 			  "MB), %s",
 			  b);
+		/* the range pair's memory floor (s-wall.c, bench_tree_floor):
+		 * its chain of cold reads alone, at both sizes */
+		double lr6 = med(S, "leaf-rec-floor-1e6", b), lr7 = med(S, "leaf-rec-floor-1e7", b);
+		double tr6 = med(S, "tree-floor-1e6", b), tr7 = med(S, "tree-floor-1e7", b);
+		add_ratio(lr7 / lr6, "x", NULL, 0, 0,
+			  "wall: floor: range pair's leaf + record reads 10^7 / 10^6, %s", b);
+		add_ratio(tr7 / tr6, "x", NULL, 0, 0,
+			  "wall: floor: range pair's tree-shaped reads 10^7 / 10^6, %s", b);
+		/* the pair minus its floor: the code, locks and clock, which
+		 * should not grow with n */
+		add_ratio(med(S, "vr-pair-1e6", b) - tr6, "ns", NULL, 0, 0,
+			  "wall: range pair 10^6 minus its tree-shaped floor, %s", b);
+		add_ratio(med(S, "vr-pair-1e7", b) - tr7, "ns", NULL, 0, 0,
+			  "wall: range pair 10^7 minus its tree-shaped floor, %s", b);
 		add_ratio(med(S, "obj-meta-bytes-1e6", b), "B", "<= 64", -1, 64,
 			  "wall: metadata per 256-byte object, 10^6, %s", b);
 		add_ratio(med(S, "vr-rss-per-range-1e6", b), "B", "<= 64", -1, 64,
