@@ -29,12 +29,18 @@
  *
  * The SIGBUS the library delivers itself (step 3) is queued to the thread
  * with rt_tgsigqueueinfo and si_code BUS_ADRERR, which the kernel keeps
- * as given for a signal a process sends itself: it cannot be told from a
- * userfaultfd SIGBUS by its siginfo.  So deliver_sigbus sets a per-thread
- * flag (ftls_delivering) around the send; the SIGBUS entry seeing it
- * hands the signal to the application's handler (the one it replaced)
- * untouched, never takes it for a trap.  The signal is delivered before
- * rt_tgsigqueueinfo returns (it is unblocked, to this thread).
+ * as given for a signal a process sends itself, while SIGBUS is blocked
+ * in the handler and unblocked in the interrupted context's mask: it
+ * arrives when the library's handler returns, at the faulting
+ * instruction, as the kernel's own SIGBUS would.  Sent unblocked, it
+ * arrived nested in the library's handler: the application's handler was
+ * given the library's context (a handler that moves the instruction
+ * pointer to a recovery point, as for a SIGBUS past the end of a file,
+ * then re-ran the faulting access for ever) on a second signal frame
+ * (an alternate stack of SIGSTKSZ overflowed).  It cannot be told from a
+ * userfaultfd SIGBUS by its siginfo, so the SIGBUS entry knows it by a
+ * per-thread record (ftls_pending) and hands it to the application's
+ * handler (the one it replaced) untouched, never takes it for a trap.
  *
  * Only async-signal-safe calls are made here: sigaction, pthread_sigmask,
  * syscall(), write, sched_yield, atomics, and -- only when the lock-free
@@ -75,10 +81,11 @@
 static struct sigaction prev_segv, prev_bus;
 static _Atomic bool installed, bus_installed;
 
-/* this thread is sending itself the library's SIGBUS (deliver_sigbus) */
+/* the address of the library's SIGBUS queued to this thread that the
+ * SIGBUS entry has not seen yet (deliver_sigbus), or NULL */
+static __thread void *volatile ftls_pending __attribute__((tls_model("initial-exec")));
+/* this thread is sending itself the library's SIGBUS nested (bus_handler) */
 static __thread volatile bool ftls_delivering __attribute__((tls_model("initial-exec")));
-/* bus_handler is delivering its own SIGBUS again (see there) */
-static __thread volatile bool ftls_redelivering __attribute__((tls_model("initial-exec")));
 
 /* ---- async-signal-safe formatting for VRANGE_DEBUG ---- */
 static char *put_str(char *p, const char *s)
@@ -167,41 +174,45 @@ static void set_default(int sig)
 
 static void bus_handler(int sig, siginfo_t *si, void *uc);
 
+static void send_sigbus(void *addr)
+{
+	siginfo_t info;
+	memset(&info, 0, sizeof(info));
+	info.si_signo = SIGBUS;
+	info.si_code = BUS_ADRERR;
+	info.si_addr = addr;
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &info);
+}
+
+/* SIGBUS for the access of uc at addr, arriving when the signal handler
+ * that called this returns (see the top of this file); the caller returns
+ * straight away */
 static void deliver_sigbus(void *addr, ucontext_t *uc)
 {
 	struct sigaction cur;
-	sigset_t mask;
 	sigaction(SIGBUS, NULL, &cur);
 	/* our own SIGBUS entry (uffd backend) passes the signal on to the
 	 * handler it replaced: that one decides what happens */
 	bool ours = atomic_load(&bus_installed) && (cur.sa_flags & SA_SIGINFO) &&
 		    cur.sa_sigaction == bus_handler;
 	struct sigaction app = ours ? prev_bus : cur;
-	pthread_sigmask(SIG_SETMASK, NULL, &mask);
-	bool blocked = sigismember(&mask, SIGBUS) || sigismember(&uc->uc_sigmask, SIGBUS);
+	/* the mask the access runs with again: the handler's own mask (an
+	 * application handler that chained here may block SIGBUS) is gone
+	 * by then */
+	bool blocked = sigismember(&uc->uc_sigmask, SIGBUS);
 	bool plain = !(app.sa_flags & SA_SIGINFO);
 	bool ignored = plain && app.sa_handler == SIG_IGN;
 	/* the kernel's forced-signal rule: blocked or ignored -> default;
 	 * and with no application handler the default action is due */
-	if (blocked || ignored || (ours && plain && app.sa_handler == SIG_DFL)) {
+	if (blocked || ignored || (ours && plain && app.sa_handler == SIG_DFL))
 		set_default(SIGBUS);
-		ours = false;
-	}
-	if (blocked) {
-		sigset_t bus;
-		sigemptyset(&bus);
-		sigaddset(&bus, SIGBUS);
-		pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
-		sigdelset(&uc->uc_sigmask, SIGBUS);
-	}
-	siginfo_t info;
-	memset(&info, 0, sizeof(info));
-	info.si_signo = SIGBUS;
-	info.si_code = BUS_ADRERR;
-	info.si_addr = addr;
-	ftls_delivering = true;
-	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &info);
-	ftls_delivering = false;
+	sigdelset(&uc->uc_sigmask, SIGBUS);
+	sigset_t bus;
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	pthread_sigmask(SIG_BLOCK, &bus, NULL);
+	ftls_pending = addr;
+	send_sigbus(addr);
 }
 
 /* to the handler the library replaced for sig (*p: prev_segv or prev_bus) */
@@ -453,41 +464,50 @@ static void segv_handler(int sig, siginfo_t *si, void *uc)
 }
 
 /* under the uffd backend: a SIGBUS BUS_ADRERR from the kernel on a region
- * is a trap; the library's own SIGBUS (ftls_delivering), signals sent by a
+ * is a trap; the library's own SIGBUS (ftls_pending), signals sent by a
  * process and every other SIGBUS go to the handler it replaced */
 static void bus_handler(int sig, siginfo_t *si, void *uc)
 {
+	int saved_errno = errno;
 	if (ftls_delivering) {
+		/* the library's SIGBUS given back nested (below), passed on
+		 * here once more: on as the kernel's would go */
+		ftls_delivering = false;
+		forward(sig, si, uc, &prev_bus);
+	} else if (si->si_code == BUS_ADRERR && ftls_pending && si->si_addr == ftls_pending) {
 		/* the library's own SIGBUS, never a trap: straight from the
 		 * kernel when this entry is the disposition (on to the handler
 		 * it replaced), or passed on to this entry by an application
 		 * handler installed later that chains (S32): then delivered
 		 * once more, nested, to that handler, which sees it while it
 		 * is in its chaining state (as under the uffd backend, where
-		 * the trap itself comes through its chain); a second pass
-		 * goes on as the kernel's would */
-		ftls_delivering = false;
-		int saved_errno = errno;
+		 * the trap itself comes through its chain) */
+		ftls_pending = NULL;
 		struct sigaction cur;
 		sigaction(SIGBUS, NULL, &cur);
-		bool ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == bus_handler;
-		if (ours || ftls_redelivering) {
+		if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == bus_handler) {
 			forward(sig, si, uc, &prev_bus);
 		} else {
-			ftls_redelivering = true;
-			deliver_sigbus(si->si_addr, uc);
-			ftls_redelivering = false;
+			/* blocked in that handler (no SA_NODEFER): the
+			 * kernel's forced-signal rule */
+			sigset_t m;
+			pthread_sigmask(SIG_SETMASK, NULL, &m);
+			if (sigismember(&m, SIGBUS)) {
+				set_default(SIGBUS);
+				sigemptyset(&m);
+				sigaddset(&m, SIGBUS);
+				pthread_sigmask(SIG_UNBLOCK, &m, NULL);
+			}
+			ftls_delivering = true;
+			send_sigbus(si->si_addr);
+			ftls_delivering = false;
 		}
-		errno = saved_errno;
-		return;
-	}
-	if (si->si_code != BUS_ADRERR) {
-		int saved_errno = errno;
+	} else if (si->si_code != BUS_ADRERR) {
 		forward(sig, si, uc, &prev_bus);
-		errno = saved_errno;
-		return;
+	} else {
+		trap(sig, si, uc, &prev_bus);
 	}
-	trap(sig, si, uc, &prev_bus);
+	errno = saved_errno;
 }
 
 static void atfork_child(void)
