@@ -52,6 +52,92 @@ static void sc_named_ranks(void)
 	_exit(0);
 }
 
+/* ---- pthread_cancel: a deferred cancel pending in a thread that calls
+ * the library acts at a cancellation point inside it (the punch's
+ * fallocate, vr_unmark_fill's pwrite) only after its locks are released:
+ * it used to unwind the thread with the region lock held, and the next
+ * call on the region hung. ---- */
+static struct {
+	struct vr_ctx *c;
+	struct vr_region *r;
+	int mode;
+	int rc;
+} CN;
+
+static void *cancel_worker(void *arg)
+{
+	(void)arg;
+	static uint8_t buf[1 << 16];
+	size_t P = vt_pg();
+	pthread_cancel(pthread_self()); /* pending, deferred */
+	if (CN.mode == 0)
+		CN.rc = vr_unmark_fill(CN.r, P, 2 * P, buf);
+	else if (CN.mode == 1)
+		CN.rc = (int)vr_ctx_purge(CN.c, SIZE_MAX);
+	else
+		CN.rc = vr_mark(CN.r, 4 * P, 2 * P); /* over the limit: purges */
+	pthread_testcancel();
+	return NULL;
+}
+
+static void *cancel_after(void *arg)
+{
+	(void)arg;
+	size_t P = vt_pg();
+	CN.rc = vr_unmark(CN.r, 0, 8 * P);
+	return NULL;
+}
+
+static void sc_cancel_in_call(void)
+{
+	size_t P = vt_pg();
+	for (CN.mode = 0; CN.mode < 3; CN.mode++) {
+		CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &CN.c), 0);
+		CK_EQ(vr_region_new(CN.c, "vt-cancel", 8 * P, 0, &CN.r), 0);
+		CK_EQ(vr_mark(CN.r, P, 2 * P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(CN.c, SIZE_MAX), 2 * P);
+		if (CN.mode == 1) { /* something to punch */
+			CK_EQ(vr_unmark(CN.r, P, 2 * P), VR_PURGED);
+			CK_EQ(vr_mark(CN.r, P, 2 * P), VR_INTACT);
+		} else if (CN.mode == 2) {
+			CK_EQ(vr_unmark(CN.r, P, 2 * P), VR_PURGED);
+			CK_EQ(vr_ctx_set_limit(CN.c, 1), 0);
+		}
+		pthread_t t;
+		void *ret = NULL;
+		CK_EQ(pthread_create(&t, NULL, cancel_worker, NULL), 0);
+		CK_EQ(pthread_join(t, &ret), 0);
+		CK(ret == PTHREAD_CANCELED);
+		CK(CN.rc >= 0, "(mode %d: %d)", CN.mode, CN.rc);
+		/* the region's lock must be free again */
+		CN.rc = -1;
+		CK_EQ(pthread_create(&t, NULL, cancel_after, NULL), 0);
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += 5;
+		CK(pthread_timedjoin_np(t, NULL, &dl) == 0,
+		   "(mode %d: vr_unmark hangs after the cancelled call)", CN.mode);
+		CK(CN.rc == VR_INTACT || CN.rc == VR_PURGED, "(mode %d: %d)", CN.mode, CN.rc);
+		vr_ctx_destroy(CN.c);
+	}
+	/* the thread's own state is back after the lock: cancellation
+	 * enabled, or still disabled when it was */
+	int old;
+	vr_lock(&a, VR_RANK_REGION);
+	CK_EQ(pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old), 0);
+	CK_EQ(old, PTHREAD_CANCEL_DISABLE);
+	CK_EQ(pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL), 0);
+	vr_unlock(&a);
+	CK_EQ(pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old), 0);
+	CK_EQ(old, PTHREAD_CANCEL_ENABLE);
+	CK_EQ(pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL), 0);
+	vr_lock(&a, VR_RANK_REGION);
+	vr_unlock(&a);
+	CK_EQ(pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old), 0);
+	CK_EQ(old, PTHREAD_CANCEL_DISABLE);
+	_exit(0);
+}
+
 /* ---- asynchronous signal handlers that call the library (vrange.h:
  * "every function may be called from any thread at any time"; only a
  * call on the region the interrupted code uses is -EDEADLK).  A sender
@@ -216,6 +302,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "wrong_order", sc_wrong_order },
 	{ "wrong_release", sc_wrong_release },
 	{ "signal_level", sc_signal_level },
+	{ "cancel_in_call", sc_cancel_in_call },
 };
 
 static void test_held_stack(void **state)
@@ -296,6 +383,12 @@ static void test_async_handler_calls(void **state)
 	vt_assert_exit_ok(vt_run_scenario("async_pin_small"));
 }
 
+static void test_cancel_in_call(void **state)
+{
+	(void)state;
+	vt_assert_exit_ok(vt_run_scenario("cancel_in_call"));
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -308,6 +401,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_order_checked),
 		cmocka_unit_test(test_violation_names_ranks),
 		cmocka_unit_test(test_async_handler_calls),
+		cmocka_unit_test(test_cancel_in_call),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

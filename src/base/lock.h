@@ -87,7 +87,7 @@ enum vr_lock_rank {
 #undef VR_RANK_ENUM_
 
 /* Kept small: initial-exec TLS of a library that may be dlopen()ed comes
- * out of glibc's static TLS surplus (88 bytes here).  Deeper nesting than
+ * out of glibc's static TLS surplus (96 bytes here).  Deeper nesting than
  * VR_HELD_MAX (signal handlers within handlers) is answered "held". */
 #define VR_HELD_MAX 8
 struct vr_held {
@@ -96,6 +96,7 @@ struct vr_held {
 	const pthread_mutex_t *lock[VR_HELD_MAX];
 	unsigned char rank[VR_HELD_MAX];
 	unsigned char lvl[VR_HELD_MAX]; /* signal nesting level when pushed */
+	int cancel_state;               /* the thread's own, while it holds a library lock */
 };
 extern __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
 
@@ -133,6 +134,15 @@ static inline void vr_held_push(const pthread_mutex_t *m, enum vr_lock_rank rank
 	 * NULL (pop leaves slots NULL), i.e. not yet taken, which is true */
 	vr_tls_held.n = n + 1;
 	atomic_signal_fence(memory_order_seq_cst);
+	/* No cancellation while the thread holds a library lock: a deferred
+	 * pthread_cancel acting at a cancellation point inside the library
+	 * (the punch's fallocate, vr_unmark_fill's pwrite, a close) unwound
+	 * the thread with the lock held, and every later call on that region
+	 * or ctx hung.  It acts at the caller's next cancellation point.
+	 * Switched after n is claimed and back before it is released, so a
+	 * signal handler in between sees a lock held and leaves it alone. */
+	if (n == 0)
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &vr_tls_held.cancel_state);
 	if (n < VR_HELD_MAX) {
 		vr_tls_held.rank[n] = (unsigned char)rank;
 		vr_tls_held.lvl[n] = (unsigned char)vr_tls_held.level;
@@ -156,6 +166,8 @@ static inline void vr_held_pop(const pthread_mutex_t *m)
 	atomic_signal_fence(memory_order_seq_cst);
 	if (top < VR_HELD_MAX)
 		vr_tls_held.lock[top] = NULL; /* free slots stay NULL (push) */
+	if (top == 0)
+		pthread_setcancelstate(vr_tls_held.cancel_state, NULL);
 	atomic_signal_fence(memory_order_seq_cst);
 	vr_tls_held.n = top;
 	atomic_signal_fence(memory_order_seq_cst);
