@@ -41,6 +41,13 @@
  *     handler on a region (or ctx) that the interrupted code of the same
  *     thread is using returns -EDEADLK instead of waiting for a lock its
  *     own thread holds; a touch of a discarded page there gets SIGBUS.
+ *   - Thread cancellation (since 0.3): no vr_* call is a cancellation
+ *     point, and none runs a fault handler, purge handler or log function
+ *     with cancellation enabled: a deferred pthread_cancel pending or
+ *     arriving meanwhile acts at the thread's next cancellation point
+ *     after the call or the faulting access.  Asynchronous cancellation
+ *     (PTHREAD_CANCEL_ASYNCHRONOUS) must not be enabled around vr_* calls
+ *     or accesses to volatile memory.
  *
  * Signals
  *   The first successful vr_ctx_new() installs a process-wide SIGSEGV
@@ -57,6 +64,13 @@
  *   SIGBUS handler is best installed before the first vr_ctx_new(); one
  *   installed later must chain to the library's (with SA_NODEFER, since
  *   the library's SIGBUS for an unfixed fault then arrives nested in it).
+ *   Otherwise the library's SIGBUS arrives as the kernel's would: when the
+ *   library's handler returns, at the faulting instruction, with its
+ *   context (since 0.3).  A thread that touches a discarded page while it
+ *   blocks SIGSEGV (SIGBUS under userfaultfd), for example inside a signal
+ *   handler whose sa_mask blocks everything, is killed by that signal, as
+ *   the kernel does with a fault signal it cannot deliver: no fault
+ *   handler runs.
  *
  * System calls and EFAULT
  *   A system call that reads or writes a discarded page (for example

@@ -138,6 +138,72 @@ static void sc_cancel_in_call(void)
 	_exit(0);
 }
 
+/* ---- the same in a fault handler: a cancel pending when the handler
+ * runs a cancellation point of its own (here nanosleep) used to unwind
+ * the thread out of the signal handler with its callback section open,
+ * and replacing the handler then waited for ever.  Now the cancel acts
+ * after the access, at the thread's next cancellation point. ---- */
+static int cf_calls;
+
+static int cancel_fault_fn(struct vr_region *r, size_t off, size_t len, void *addr, void *arg)
+{
+	(void)addr;
+	(void)arg;
+	cf_calls++;
+	struct timespec ts = { 0, 1000 };
+	nanosleep(&ts, NULL); /* a cancellation point */
+	return vr_unmark(r, off, len) >= 0 ? VR_FAULT_RETRY : VR_FAULT_SIGBUS;
+}
+
+static void *cancel_fault_worker(void *arg)
+{
+	volatile uint8_t *p = arg;
+	pthread_cancel(pthread_self()); /* pending, deferred */
+	CN.rc = p[0];                   /* faults: the handler runs, then the read */
+	CN.mode = 1;                    /* got here: the cancel did not act in the handler */
+	pthread_testcancel();
+	return NULL;
+}
+
+static void *cancel_fault_clear(void *arg)
+{
+	(void)arg;
+	CN.rc = vr_region_set_fault_handler(CN.r, NULL, NULL);
+	return NULL;
+}
+
+static void sc_cancel_in_handler(void)
+{
+	size_t P = vt_pg();
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &CN.c), 0);
+	CK_EQ(vr_region_new(CN.c, "vt-cancel-fault", 4 * P, 0, &CN.r), 0);
+	uint8_t *base = vr_region_base(CN.r);
+	memset(base, 7, 4 * P);
+	CK_EQ(vr_region_set_fault_handler(CN.r, cancel_fault_fn, NULL), 0);
+	CK_EQ(vr_mark(CN.r, P, P), VR_INTACT);
+	CK_EQ(vr_ctx_purge(CN.c, SIZE_MAX), P);
+	pthread_t t;
+	void *ret = NULL;
+	CN.mode = 0;
+	CN.rc = -1;
+	CK_EQ(pthread_create(&t, NULL, cancel_fault_worker, base + P), 0);
+	CK_EQ(pthread_join(t, &ret), 0);
+	CK(ret == PTHREAD_CANCELED);
+	CK_EQ(cf_calls, 1);
+	CK(CN.mode == 1, "(the cancel acted inside the fault handler)");
+	CK_EQ(CN.rc, 0); /* the refilled page reads zero */
+	/* no callback section left open: replacing the handler returns */
+	CN.rc = -1;
+	CK_EQ(pthread_create(&t, NULL, cancel_fault_clear, NULL), 0);
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 5;
+	CK(pthread_timedjoin_np(t, NULL, &dl) == 0, "(replacing the fault handler hangs)");
+	CK_EQ(CN.rc, 0);
+	vr_ctx_destroy(CN.c);
+	_exit(0);
+}
+
 /* ---- asynchronous signal handlers that call the library (vrange.h:
  * "every function may be called from any thread at any time"; only a
  * call on the region the interrupted code uses is -EDEADLK).  A sender
@@ -303,6 +369,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "wrong_release", sc_wrong_release },
 	{ "signal_level", sc_signal_level },
 	{ "cancel_in_call", sc_cancel_in_call },
+	{ "cancel_in_handler", sc_cancel_in_handler },
 };
 
 static void test_held_stack(void **state)
@@ -387,6 +454,7 @@ static void test_cancel_in_call(void **state)
 {
 	(void)state;
 	vt_assert_exit_ok(vt_run_scenario("cancel_in_call"));
+	vt_assert_exit_ok(vt_run_scenario("cancel_in_handler"));
 }
 
 int main(int argc, char **argv)

@@ -28,6 +28,7 @@
 #include "vrange.h"
 #include "base/epoch.h"
 #include "base/callback.h"
+#include "base/lock.h"
 
 /* Log functions have an epoch of their own.  With one epoch for every
  * kind, a purge handler that called vr_set_log_fn (or a setter of a
@@ -40,8 +41,11 @@ static struct vr_epoch ep[2];
  * is epoch.h's, shared with the registry) */
 static __thread long mine[2][2] __attribute__((tls_model("initial-exec")));
 
+/* no cancellation inside a section (base/lock.h, NO CANCELLATION): a
+ * thread cancelled in a handler's own code never left its section */
 static unsigned long enter(int k)
 {
+	vr_nocancel_enter();
 	unsigned long e = vr_epoch_enter(&ep[k]);
 	mine[k][e & 1]++;
 	return e;
@@ -51,6 +55,7 @@ static void leave(int k, unsigned long e)
 {
 	mine[k][e & 1]--;
 	vr_epoch_leave(&ep[k], e);
+	vr_nocancel_leave();
 }
 
 static void synchronize(int k)

@@ -96,9 +96,43 @@ struct vr_held {
 	const pthread_mutex_t *lock[VR_HELD_MAX];
 	unsigned char rank[VR_HELD_MAX];
 	unsigned char lvl[VR_HELD_MAX]; /* signal nesting level when pushed */
-	int cancel_state;               /* the thread's own, while it holds a library lock */
+	unsigned nocancel;              /* vr_nocancel_enter depth */
+	int cancel_state;               /* the thread's own, while nocancel > 0 */
 };
 extern __thread struct vr_held vr_tls_held __attribute__((tls_model("initial-exec")));
+
+/*
+ * NO CANCELLATION inside the library.  While a thread holds a library
+ * lock, and while it runs an application callback for the library (a
+ * fault or purge handler, a log function: callback.c), its cancellation
+ * is disabled; a deferred pthread_cancel acts at the caller's next
+ * cancellation point after the call returns.  Glibc's pwrite, fallocate,
+ * close, nanosleep are cancellation points: one acting inside the library
+ * unwound the thread with a region lock held (every later call on that
+ * region hung), and one acting in a handler's own code left the callback
+ * section open for ever (the handler's setter waited for it for ever).
+ * One depth for both, so that a lock and a section that do not nest
+ * cannot restore each other's state.  The depth is raised before the
+ * state is switched and lowered after it is switched back: a signal
+ * handler running in between sees a depth above 0 and leaves the state
+ * alone.
+ */
+static inline void vr_nocancel_enter(void)
+{
+	unsigned d = vr_tls_held.nocancel;
+	vr_tls_held.nocancel = d + 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (d == 0)
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &vr_tls_held.cancel_state);
+}
+
+static inline void vr_nocancel_leave(void)
+{
+	if (vr_tls_held.nocancel == 1)
+		pthread_setcancelstate(vr_tls_held.cancel_state, NULL);
+	atomic_signal_fence(memory_order_seq_cst);
+	vr_tls_held.nocancel--;
+}
 
 /* does this thread hold (or is it taking) lock m? */
 static inline bool vr_held(const pthread_mutex_t *m)
@@ -134,15 +168,8 @@ static inline void vr_held_push(const pthread_mutex_t *m, enum vr_lock_rank rank
 	 * NULL (pop leaves slots NULL), i.e. not yet taken, which is true */
 	vr_tls_held.n = n + 1;
 	atomic_signal_fence(memory_order_seq_cst);
-	/* No cancellation while the thread holds a library lock: a deferred
-	 * pthread_cancel acting at a cancellation point inside the library
-	 * (the punch's fallocate, vr_unmark_fill's pwrite, a close) unwound
-	 * the thread with the lock held, and every later call on that region
-	 * or ctx hung.  It acts at the caller's next cancellation point.
-	 * Switched after n is claimed and back before it is released, so a
-	 * signal handler in between sees a lock held and leaves it alone. */
-	if (n == 0)
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &vr_tls_held.cancel_state);
+	if (n == 0) /* see NO CANCELLATION */
+		vr_nocancel_enter();
 	if (n < VR_HELD_MAX) {
 		vr_tls_held.rank[n] = (unsigned char)rank;
 		vr_tls_held.lvl[n] = (unsigned char)vr_tls_held.level;
@@ -167,7 +194,7 @@ static inline void vr_held_pop(const pthread_mutex_t *m)
 	if (top < VR_HELD_MAX)
 		vr_tls_held.lock[top] = NULL; /* free slots stay NULL (push) */
 	if (top == 0)
-		pthread_setcancelstate(vr_tls_held.cancel_state, NULL);
+		vr_nocancel_leave();
 	atomic_signal_fence(memory_order_seq_cst);
 	vr_tls_held.n = top;
 	atomic_signal_fence(memory_order_seq_cst);
