@@ -484,7 +484,10 @@ int vr_ctx_memory_limit_scope(struct vr_ctx *ctx);
  * guard markers on its own mapping before the punch (one listener thread
  * per region): a purge then waits up to 100 ms for every mapper, and one
  * that does not answer (a stopped process) makes it skip the range
- * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  A process killed at any
+ * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  An unmark does not wait
+ * for one either: a stopped mapper's own accesses to the unmarked bytes
+ * fault and wait until it has caught up, but its system calls on them
+ * fail with EFAULT until its listener has run.  A process killed at any
  * instant leaves the state consistent: the next process to take the
  * file's lock repairs it.  Processes sharing a file trust each other; a
  * mapping made outside the library does not trap.  Ages come from
