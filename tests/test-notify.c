@@ -28,6 +28,11 @@
  * thread's call of the log function it replaced (it did not: the
  * callback sections of every kind shared one epoch, and a setter inside
  * any section did not wait).
+ * stuck: a limit purge that found only a large object whose report was
+ * running (skipped) set the "nothing purgeable" hint; once reported the
+ * object is purgeable again, and the next vr_mark must enforce the limit
+ * (it skipped it: the reporter's requeue of a large object, unlike a
+ * page's, left the hint set).
  */
 #include "tests.h"
 
@@ -537,6 +542,53 @@ static void test_logfn(void **state)
 	vr_ctx_destroy(c2);
 }
 
+/* ---- stuck ---- */
+static struct {
+	struct vr_ctx *c;
+	int calls;
+	ssize_t vol_in_call;
+} S;
+
+/* re-volatilise o, then set a limit below it: that purge skips o (its
+ * report runs), finds nothing else, and says "nothing purgeable" */
+static void stuck_fn(struct vr_obj *o, void *arg)
+{
+	(void)arg;
+	if (S.calls++)
+		return;
+	assert_int_equal(vr_obj_pin(o), VR_PURGED);
+	assert_int_equal(vr_obj_unpin(o), 0);
+	assert_int_equal(vr_ctx_set_limit(S.c, P), 0);
+	S.vol_in_call = (ssize_t)vr_ctx_stat(S.c, VR_STAT_VOLATILE_BYTES);
+}
+
+static void test_stuck(void **state)
+{
+	(void)state;
+	struct vr_region *r;
+	struct vr_group *g;
+	struct vr_obj *o;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &S.c), 0);
+	assert_int_equal(vr_region_new(S.c, "stuck", P, 0, &r), 0);
+	/* volatile but never purgeable (no whole page) */
+	assert_int_equal(vr_mark(r, 0, 100), VR_INTACT);
+	assert_int_equal(vr_group_new(S.c, 4, &g), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, stuck_fn, NULL), 0);
+	assert_int_equal(vr_obj_new_in(g, 4 * P, 0, 0, &o), 0);
+	assert_int_equal(vr_obj_unpin(o), 0);
+	assert_int_equal(vr_ctx_purge(S.c, SIZE_MAX), (ssize_t)(4 * P));
+	assert_int_equal(S.calls, 1);
+	assert_int_equal(S.vol_in_call, (ssize_t)(4 * P + 100)); /* o was not purgeable */
+	assert_int_equal(vr_obj_status(o), VR_STATE_VOLATILE);
+	/* o is purgeable now: a mark (inside the sub-page range, adding
+	 * nothing) returns with the limit kept (S10) */
+	assert_int_equal(vr_mark(r, 10, 20), VR_INTACT);
+	assert_int_equal(vr_obj_status(o), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	assert_true(vr_ctx_stat(S.c, VR_STAT_VOLATILE_BYTES) <= P);
+	assert_int_equal(S.calls, 2);
+	vr_ctx_destroy(S.c);
+}
+
 int main(void)
 {
 	P = vt_pg();
@@ -545,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_replace), cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_repin),   cmocka_unit_test(test_again),
 		cmocka_unit_test(test_requeue), cmocka_unit_test(test_logfn),
+		cmocka_unit_test(test_stuck),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }
