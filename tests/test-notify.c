@@ -589,6 +589,61 @@ static void test_stuck(void **state)
 	vr_ctx_destroy(S.c);
 }
 
+/* a handler that purges on every call: each purge reports its batch of
+ * 64 from inside the handler, which nested one level per batch (about
+ * 1.3 KiB of stack each) and overflowed the stack; deeper than a few
+ * levels the batches are now reported by the outermost call */
+#define NEST_OBJS 16384
+static struct {
+	struct vr_ctx *c;
+	long calls, purged_in_calls;
+} NS;
+
+static void nest_fn(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	(void)arg;
+	NS.calls++;
+	ssize_t got = vr_ctx_purge(NS.c, SIZE_MAX);
+	if (got > 0)
+		NS.purged_in_calls += got;
+}
+
+static void *nest_thread(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)vr_ctx_purge(NS.c, SIZE_MAX);
+}
+
+static void test_nested(void **state)
+{
+	(void)state;
+	struct vr_group *g;
+	static struct vr_obj *o[NEST_OBJS];
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &NS.c), 0);
+	assert_int_equal(vr_group_new(NS.c, 4, &g), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, nest_fn, NULL), 0);
+	for (int i = 0; i < NEST_OBJS; i++) {
+		assert_int_equal(vr_obj_new_in(g, P, 0, 0, &o[i]), 0);
+		assert_int_equal(vr_obj_unpin(o[i]), 0);
+	}
+	/* a thread whose stack holds far fewer than NEST_OBJS / 64 levels */
+	pthread_attr_t at;
+	pthread_t t;
+	void *ret;
+	assert_int_equal(pthread_attr_init(&at), 0);
+	assert_int_equal(pthread_attr_setstacksize(&at, 192 << 10), 0);
+	assert_int_equal(pthread_create(&t, &at, nest_thread, NULL), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	pthread_attr_destroy(&at);
+	/* every object purged and reported once */
+	assert_int_equal(NS.calls, NEST_OBJS);
+	assert_int_equal((intptr_t)ret + NS.purged_in_calls, (intptr_t)NEST_OBJS * (intptr_t)P);
+	for (int i = 0; i < NEST_OBJS; i++)
+		assert_int_equal(vr_obj_status(o[i]), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	vr_ctx_destroy(NS.c);
+}
+
 int main(void)
 {
 	P = vt_pg();
@@ -597,7 +652,7 @@ int main(void)
 		cmocka_unit_test(test_replace), cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_repin),   cmocka_unit_test(test_again),
 		cmocka_unit_test(test_requeue), cmocka_unit_test(test_logfn),
-		cmocka_unit_test(test_stuck),
+		cmocka_unit_test(test_stuck),   cmocka_unit_test(test_nested),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }

@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "base/inject.h"
 #include "obj/obj.h"
@@ -284,8 +285,29 @@ static void report_unit(struct vr_objs *os, uintptr_t unit)
 		report(os, &s->objs[i]);
 }
 
-void vr_obj_notify(struct vr_notify_batch *b)
+/*
+ * NESTED REPORTS.  A purge handler may purge (S37: any call), and that
+ * purge reports its batch before it returns, from inside the handler: a
+ * handler that purges on every call nested one level per batch of 64
+ * units, about 1.3 KiB of stack each, and overflowed an 8 MiB stack after
+ * about a million objects.  So below NOTIFY_DEPTH levels a batch is
+ * reported where it was purged, as always; deeper, it is kept on this
+ * thread's list and reported by the outermost call, after its own batch,
+ * still from the thread that purged and before that call returns.  The
+ * list's blocks are mmap'ed (a purge may run in a fault handler, where
+ * malloc is not safe); without memory the batch is reported in place.
+ */
+#define NOTIFY_DEPTH 8
+struct deferred {
+	struct deferred *next;
+	struct vr_notify_batch b;
+};
+static __thread unsigned notify_depth;
+static __thread struct deferred *notify_later;
+
+static void notify_now(struct vr_notify_batch *b)
 {
+	notify_depth++;
 	unsigned long cb = vr_cb_enter();
 	for (size_t k = 0; k < b->n; k++)
 		report_unit(b->e[k].os, b->e[k].unit);
@@ -293,4 +315,34 @@ void vr_obj_notify(struct vr_notify_batch *b)
 	for (size_t k = 0; k < b->n; k++)
 		vr_objs_put(b->e[k].os);
 	b->n = 0;
+	notify_depth--;
+}
+
+void vr_obj_notify(struct vr_notify_batch *b)
+{
+	if (notify_depth >= NOTIFY_DEPTH) {
+		struct deferred *d = mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (d != MAP_FAILED) {
+			d->b = *b; /* the group references move with it */
+			d->next = notify_later;
+			notify_later = d;
+			b->n = 0;
+			return;
+		}
+	}
+	notify_now(b);
+	while (notify_depth == 0 && notify_later) {
+		/* taken at depth 1: a signal handler's purge in between (a
+		 * fault handler's unpin over the limit) reports its own batch
+		 * and leaves the list to this loop */
+		notify_depth++;
+		atomic_signal_fence(memory_order_seq_cst);
+		struct deferred *d = notify_later;
+		notify_later = d->next;
+		atomic_signal_fence(memory_order_seq_cst);
+		notify_depth--;
+		notify_now(&d->b);
+		munmap(d, sizeof(*d));
+	}
 }
