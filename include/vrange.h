@@ -1262,7 +1262,11 @@ uint64_t vr_group_stat(struct vr_group *g, enum vr_stat which);
  * only for objects it finds in its own table under its own lock, and the
  * application frees objects under that lock too (libvrange-sqlite's
  * handler only queues @o; its own calls re-check and drop).  The same
- * object is not purged again before this call returned.
+ * object is not purged again before this call returned.  A purge called
+ * from a handler reports what it purged before it returns, except when
+ * handlers and purges are nested more than 8 deep in one thread: then
+ * the outermost purge call reports it, before that call returns (so a
+ * handler that purges on every call needs no stack per object).
  */
 typedef void (*vr_purge_fn)(struct vr_obj *o, void *arg);
 
