@@ -569,13 +569,15 @@ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_regi
  * fork(): the span is inherited as the caller's memory.  A child never
  * reads a page discarded before the fork as data (a touch is SIGSEGV);
  * destroying the inherited region in the child makes the span readable
- * and writable in the child only (discarded pages read 0).  While a child
+ * and writable in the child only (discarded pages read 0); until then the
+ * child cannot adopt any of the span again (-EEXIST).  While a child
  * still shares pages, a purge in the parent frees nothing system-wide:
  * VR_STAT_RECLAIMED_BYTES counts what this process discarded (the pages
  * leave its resident set), not what the system got back.
  *
  * Returns: 0; -EEXIST if the span shares a byte with a live region
- * (checked first); -EINVAL for NULL @ctx/@out/@addr, flags other than 0
+ * (checked first), or in a fork child with an inherited adopted region
+ * the child has not destroyed yet; -EINVAL for NULL @ctx/@out/@addr, flags other than 0
  * (VR_REGION_ANON included), @addr not page aligned, @len 0 or not a page
  * multiple, a span that is not wholly inside one private anonymous
  * read/write mapping (unmapped memory, two mappings, file-backed or

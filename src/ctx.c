@@ -16,6 +16,7 @@
 #include "region/region.h"
 #include "obj/obj.h"
 #include "ctx.h"
+#include "mem/mem-kind.h"
 #include "mem/mem-shared.h"
 
 /* ---- the region list ---- */
@@ -31,7 +32,7 @@ static int link_region(struct vr_ctx *c, struct vr_region *r, struct vr_region *
 	int err = vr_purge_reserve(c, c->nregions + 1);
 	if (!err) /* -EBUSY: this file is a region already; -EEXIST: this
 		   * adopted span overlaps a region */
-		err = vr_registry_add(r);
+		err = vr_registry_add(r, r->kind == &vr_kind_adopted);
 	if (err < 0) {
 		vr_unlock(&c->lock);
 		vr_unlock(&c->purge_lock);
@@ -63,6 +64,10 @@ static int link_region(struct vr_ctx *c, struct vr_region *r, struct vr_region *
 static void region_free(struct vr_region *r, bool inherited)
 {
 	struct vr_ctx *c = r->ctx;
+	/* first, so that a fork from here on leaves the child no span of a
+	 * region it cannot destroy; in a fork child: an inherited adopted
+	 * span, which the child's own adopts overlap until now (registry.c) */
+	vr_registry_remove(r);
 	if (inherited) {
 		/* a fork child: only the forward links can be trusted.  A
 		 * parent thread that forked in the middle of an unlink left
@@ -97,8 +102,6 @@ static void region_free(struct vr_region *r, bool inherited)
 		if (__atomic_load_n(&r->shm_primary, __ATOMIC_ACQUIRE) && o)
 			__atomic_store_n(&o->shm_primary, true, __ATOMIC_RELEASE);
 	}
-	if (!inherited)
-		vr_registry_remove(r);
 	vr_region_close(r, inherited);
 }
 

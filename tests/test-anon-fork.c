@@ -263,10 +263,75 @@ static void sc_anon_dontfork(void)
 	vr_ctx_destroy(c);
 }
 
+/* A child's own adopt of an inherited span (S26: -EEXIST while a region
+ * holds it).  Before the fix the child's registry forgot inherited spans:
+ * the adopt succeeded, and destroying the inherited region then took the
+ * new region's traps off (its purged pages read 0 without a fault), or
+ * the new region's non-volatile pages kept the parent's traps. */
+static void sc_adopted_readopt(void)
+{
+	struct vr_ctx *c = sc_ctx(VR_CTX_NO_MONITOR);
+	uint8_t *m = map_anon(8 * P);
+	vt_fill(m, 0, 8 * P, 4);
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_adopt(c, m, 8 * P, 0, &r), 0);
+	CK_EQ(vr_mark(r, 2 * P, 2 * P), VR_INTACT);
+	CK_EQ(vr_ctx_purge(c, SIZE_MAX), 2 * P);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		struct vr_ctx *c2 = NULL;
+		struct vr_region *r2 = NULL;
+		CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c2), 0);
+		/* the inherited region still holds the span, also the part of
+		 * it with no discarded page, and in a grandchild */
+		CK_EQ(vr_region_adopt(c2, m + 4 * P, 4 * P, 0, &r2), -EEXIST);
+		CK_EQ(vr_region_adopt(c2, m, 8 * P, 0, &r2), -EEXIST);
+		pid_t g = fork();
+		CK(g >= 0);
+		if (g == 0) {
+			CK_EQ(vr_region_adopt(c2, m + 4 * P, 4 * P, 0, &r2),
+			      -EINVAL); /* c2 inherited */
+			struct vr_ctx *c3 = NULL;
+			CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c3), 0);
+			CK_EQ(vr_region_adopt(c3, m + 4 * P, 4 * P, 0, &r2), -EEXIST);
+			vr_region_destroy(r);
+			CK_EQ(vr_region_adopt(c3, m + 4 * P, 4 * P, 0, &r2), 0);
+			vr_ctx_destroy(c3);
+			_exit(0);
+		}
+		ck_child_ok(wait_child(g), "grandchild adopting an inherited span");
+		/* once destroyed, the span is the child's to adopt; the inherited
+		 * region's destroy never touches it again */
+		vr_region_destroy(r);
+		CK_EQ(vr_region_adopt(c2, m, 8 * P, 0, &r2), 0);
+		CK(readable(m, 8 * P));
+		CK(vt_all_zero(m + 2 * P, 2 * P));
+		CK(vt_check(m + 4 * P, 4 * P, 4 * P, 4) == SIZE_MAX);
+		CK_EQ(vr_mark(r2, 4 * P, 2 * P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(c2, SIZE_MAX), 2 * P);
+		CK(!readable(m + 4 * P, P));
+		vr_ctx_destroy(c); /* the inherited ctx: its regions are gone */
+		CK(!readable(m + 4 * P, P));
+		CK_EQ(vr_status(r2, 4 * P, 2 * P), VR_STATE_VOLATILE | VR_STATE_PURGED);
+		vr_ctx_destroy(c2);
+		CK(readable(m, 8 * P));
+		_exit(0);
+	}
+	ck_child_ok(wait_child(pid), "child adopting an inherited span");
+	CK(!readable(m + 2 * P, P));
+	CK(vt_check(m + 4 * P, 4 * P, 4 * P, 4) == SIZE_MAX);
+	vr_ctx_destroy(c);
+	CK(readable(m, 8 * P));
+	munmap(m, 8 * P);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "adopted-purged-before", sc_adopted_purged_before },
 	{ "adopted-purged-after", sc_adopted_purged_after },
 	{ "anon-dontfork", sc_anon_dontfork },
+	{ "adopted-readopt", sc_adopted_readopt },
 };
 
 static void run_all_traps(const char *name)
@@ -297,6 +362,12 @@ static void test_anon_dontfork(void **state)
 	run_all_traps("anon-dontfork");
 }
 
+static void test_adopted_readopt(void **state)
+{
+	(void)state;
+	run_all_traps("adopted-readopt");
+}
+
 int main(int argc, char **argv)
 {
 	P = vt_pg();
@@ -308,6 +379,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_adopted_purged_before_fork),
 		cmocka_unit_test(test_adopted_purged_after_fork),
 		cmocka_unit_test(test_anon_dontfork),
+		cmocka_unit_test(test_adopted_readopt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,10 +40,36 @@
 /* r is NULL once the region was removed (a tombstone, see update()) */
 struct entry {
 	uintptr_t base, end;
-	_Atomic(void *) p; /* kind VR_REG_REGION: a struct vr_region; VR_REG_OBJ:
-			      a chunk of object memory (obj-alloc.c) */
+	_Atomic(void *) p; /* kind VR_REG_REGION, REG_ADOPTED, REG_INHERITED: a
+			      struct vr_region; VR_REG_OBJ: a chunk of object
+			      memory (obj-alloc.c) */
 	int kind;
 };
+
+/* Kinds of entries beside registry.h's.  An adopted span is the caller's
+ * memory, which a fork child inherits mapped with its traps (S26), unlike
+ * everything else the registry holds (MADV_DONTFORK).  Until the child
+ * destroys the inherited region (which takes the traps off, in the child
+ * only), the span is still that region's: a region the child adopted over
+ * it would see those traps on its non-volatile pages, and that destroy
+ * would take away the new region's own traps (its purged pages then read
+ * zeros without a fault).  So the child keeps such an entry as
+ * REG_INHERITED: never found by a lookup (S18: vr_region_of never returns
+ * an inherited region, and its faults are not the library's), but an
+ * overlap for vr_region_adopt (-EEXIST) until the region is destroyed. */
+enum { REG_ADOPTED = VR_REG_OBJ + 1, REG_INHERITED };
+
+/* does an entry of kind k answer a search for want: -1 any entry,
+ * REG_INHERITED any region span (live or inherited), else that kind
+ * (VR_REG_REGION: adopted regions too) */
+static bool kind_matches(int k, int want)
+{
+	if (want < 0 || k == want)
+		return true;
+	if (want == REG_INHERITED)
+		return k == VR_REG_REGION || k == REG_ADOPTED;
+	return want == VR_REG_REGION && k == REG_ADOPTED;
+}
 
 struct snap {
 	size_t n;
@@ -81,7 +107,7 @@ static void *overlapping(struct snap *s, uintptr_t a, uintptr_t b, int kind)
 		return NULL;
 	for (size_t i = first_at_or_after(s, b); i > 0 && a < s->e[i - 1].end; i--) {
 		void *p = atomic_load(&s->e[i - 1].p);
-		if (p && (kind < 0 || s->e[i - 1].kind == kind))
+		if (p && kind_matches(s->e[i - 1].kind, kind))
 			return p;
 	}
 	return NULL;
@@ -109,7 +135,7 @@ struct vr_region *vr_registry_lookup(const void *addr)
 bool vr_registry_overlaps(const void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr;
-	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len, VR_REG_REGION);
+	return len && lookup_span(a, len > UINTPTR_MAX - a ? UINTPTR_MAX : a + len, REG_INHERITED);
 }
 
 static void synchronize(void)
@@ -134,8 +160,8 @@ static int add_locked(void *p, uintptr_t base, size_t size, int kind)
 	for (size_t i = 0; kind == VR_REG_REGION && i < n && r->ino; i++) {
 		/* (anonymous memory: no file) */
 		struct vr_region *o = atomic_load(&old->e[i].p);
-		if (o && old->e[i].kind == VR_REG_REGION && o->dev == r->dev && o->ino == r->ino &&
-		    !(o->shm && r->shm))
+		if (o && kind_matches(old->e[i].kind, VR_REG_REGION) && o->dev == r->dev &&
+		    o->ino == r->ino && !(o->shm && r->shm))
 			return -EBUSY; /* S33: one region per file in a process, unless
 					* the file's state is shared (both join it) */
 	}
@@ -174,9 +200,9 @@ int vr_registry_add_kind(void *p, const void *base, size_t size, int kind)
 	return err;
 }
 
-int vr_registry_add(struct vr_region *r)
+int vr_registry_add(struct vr_region *r, bool adopted)
 {
-	return vr_registry_add_kind(r, r->base, r->size, VR_REG_REGION);
+	return vr_registry_add_kind(r, r->base, r->size, adopted ? REG_ADOPTED : VR_REG_REGION);
 }
 
 void vr_registry_remove_any(void *p)
@@ -207,10 +233,17 @@ void vr_registry_atfork_parent(void)
 
 void vr_registry_atfork_child(void)
 {
-	/* the child has none of the parent's mappings (MADV_DONTFORK), and
-	 * its adopted spans belong to inherited regions, never looked up */
-	free(atomic_load(&current));
-	atomic_store(&current, NULL);
+	/* the child has none of the parent's mappings (MADV_DONTFORK): their
+	 * entries become tombstones; adopted spans are inherited mapped, and
+	 * stay as their inherited regions' (REG_INHERITED, see there) until
+	 * destroyed.  The array is whole: prepare took wlock. */
+	struct snap *s = atomic_load(&current);
+	for (size_t i = 0; s && i < s->n; i++) {
+		if (s->e[i].kind == REG_ADOPTED || s->e[i].kind == REG_INHERITED)
+			s->e[i].kind = REG_INHERITED;
+		else
+			atomic_store(&s->e[i].p, NULL);
+	}
 	vr_epoch_reset(&ep, NULL);
 	pthread_mutex_init(&wlock, NULL);
 }
