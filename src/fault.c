@@ -53,6 +53,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -368,6 +369,33 @@ static void wait_range(uint64_t key)
 	}
 }
 
+/* the kernel cannot read the byte at addr now (a trap, or PROT_NONE) */
+static bool unreadable(void *addr)
+{
+	uint8_t c;
+	struct iovec to = { &c, 1 }, from = { addr, 1 };
+	int saved = errno;
+	bool no = syscall(SYS_process_vm_readv, getpid(), &to, 1UL, &from, 1UL, 0UL) != 1;
+	errno = saved;
+	return no;
+}
+
+/* many re-runs in a row at addr, each finding it not discarded: a foreign
+ * fault in a region whose traps keep changing, or ours, starved by a
+ * thread that purges and unmarks its range back to back (refault.h).
+ * Under the region lock no trap changes: a page outside every purged
+ * range that the kernel cannot read is not the library's trap; otherwise
+ * (a trap gone, or a purge just found) the access re-runs. */
+static bool foreign_after_reruns(struct vr_region *r, void *addr)
+{
+	struct lookup lk;
+	vr_region_lock_raw(r);
+	lookup_once(r, (uint64_t)((uint8_t *)addr - r->base), &lk);
+	bool foreign = !lk.claimed && unreadable(addr);
+	vr_region_unlock_raw(r);
+	return foreign;
+}
+
 /* a fault the lookup did not claim (the page is not in a purged range
  * now): a marker this mapping of a shared file has not taken off yet, a
  * range unmarked or refilled since (re-run the access), or not ours */
@@ -380,7 +408,8 @@ static void unclaimed(struct vr_region *r, void *addr, uint64_t gen, int sig, si
 		return;
 	}
 	/* the re-fault record: base/refault.h */
-	if (!vr_refault_rerun(addr, gen))
+	int why = vr_refault_rerun(addr, gen);
+	if (why == VR_REFAULT_FOREIGN || (why == VR_REFAULT_MANY && foreign_after_reruns(r, addr)))
 		forward(sig, si, ucv, pp); /* faulted again with nothing changed */
 }
 

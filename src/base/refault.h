@@ -16,9 +16,12 @@
  * other ranges of the region without pause) would re-run a foreign fault
  * (an application's PROT_NONE page inside a region) for ever: after
  * VR_MAX_RERUNS re-runs in a row at one address with nothing found
- * discarded there, it is forwarded.  Ours cannot fault that often in a
- * row: a page being purged is waited for under the seqlock and then found
- * discarded, a page being restored is found intact with its trap gone.
+ * discarded there, the caller decides.  Ours can fault that often in a
+ * row: a thread touching a range that another thread marks, purges and
+ * unmarks back to back may find it unmarked again at each fault and
+ * purged again at each re-run (test-anon rerun-race; forwarding it was a
+ * SIGSEGV on a legal access).  A region fault checks the page under the
+ * region lock then (fault.c); an object fault is forwarded.
  */
 #ifndef VR_REFAULT_H
 #define VR_REFAULT_H
@@ -38,21 +41,27 @@ struct vr_refault {
 };
 extern __thread struct vr_refault vr_refault_tls __attribute__((tls_model("initial-exec")));
 
-/* nothing discarded at addr: true = re-run the access (recorded), false =
- * it faulted there before with nothing changed (record cleared) */
-static inline bool vr_refault_rerun(void *addr, uint64_t gen)
+/* what vr_refault_rerun says */
+enum {
+	VR_REFAULT_FOREIGN, /* faulted there before with nothing changed (record cleared) */
+	VR_REFAULT_RERUN,   /* re-run the access (recorded) */
+	VR_REFAULT_MANY,    /* VR_MAX_RERUNS re-runs in a row there (record cleared) */
+};
+
+/* nothing discarded at addr: re-run the access, or not */
+static inline int vr_refault_rerun(void *addr, uint64_t gen)
 {
 	struct vr_refault *t = &vr_refault_tls;
 	if (t->addr == addr && (t->gen == gen || ++t->reruns >= VR_MAX_RERUNS)) {
 		t->addr = NULL;
-		return false;
+		return t->gen == gen ? VR_REFAULT_FOREIGN : VR_REFAULT_MANY;
 	}
 	if (t->addr != addr)
 		t->reruns = 0;
 	t->addr = addr;
 	t->gen = gen;
 	t->count = 0;
-	return true;
+	return VR_REFAULT_RERUN;
 }
 
 /* a fault on discarded memory, counted: may the handler run once more? */

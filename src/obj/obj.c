@@ -501,7 +501,7 @@ int vr_obj_fault(siginfo_t *si, void *ucv, void (*deliver)(void *addr, ucontext_
 	bool claimed = classify(ch, (uintptr_t)addr, &o);
 	if (!claimed) /* re-run the access once: a restore may have raced;
 		       * faulted again with nothing changed: not ours */
-		return vr_refault_rerun(addr, gen) ? 1 : 0;
+		return vr_refault_rerun(addr, gen) == VR_REFAULT_RERUN ? 1 : 0;
 	atomic_fetch_add_explicit(&os->ctx->faults, 1, memory_order_relaxed);
 	bool allowed = vr_refault_handler_allowed(addr, gen);
 	vr_held_enter_signal();
