@@ -300,6 +300,10 @@ static int mark_locked(struct vr_region *r, uint64_t a, uint64_t b)
 	 * joins it with what it replaces, purged if it is */
 	nr->start = s;
 	nr->end = e;
+	/* bounds before the flag, also in the machine code: a process
+	 * killed between two stores must not leave a PENDING record with a
+	 * free record's bounds for repair to grow over other bytes */
+	atomic_signal_fence(memory_order_seq_cst);
 	nr->age_flags = (purged ? VR_RANGE_PURGED : 0) | VR_RANGE_PENDING;
 	vr_range_set_age(nr, region_age(r));
 	uint64_t reclaimed = purged ? purge_at_once(r, s, e) : 0;
