@@ -33,6 +33,13 @@
  * object is purgeable again, and the next vr_mark must enforce the limit
  * (it skipped it: the reporter's requeue of a large object, unlike a
  * page's, left the hint set).
+ * reuse: a handler frees its object; another thread gets the freed
+ * handle for a new object, which is purged and reported there (its call
+ * held); pinned and unpinned meanwhile, the new object must not be purged
+ * again while its call runs (it was: the first reporter's clear of
+ * OS_REPORTING, after its handler freed the object, landed on the new
+ * object in the same handle).  Small and large objects; the freed handle
+ * is reused once the first call returned.
  */
 #include "tests.h"
 
@@ -644,6 +651,87 @@ static void test_nested(void **state)
 	vr_ctx_destroy(NS.c);
 }
 
+/* ---- reuse ---- */
+static struct {
+	struct vr_group *g;
+	size_t size;
+	struct vr_obj *first, *x;
+	_Atomic int calls, go, in, release, x_calls;
+} RU;
+
+static void reuse_fn(struct vr_obj *o, void *arg)
+{
+	(void)arg;
+	if (atomic_fetch_add(&RU.calls, 1) == 0) {
+		/* the first object, in the main thread: freed, its handle taken
+		 * by another thread for a new object that is reported there */
+		vr_obj_free(o);
+		atomic_store(&RU.go, 1);
+		for (int i = 0; i < 2000 && !atomic_load(&RU.in); i++)
+			usleep(1000);
+		return;
+	}
+	atomic_fetch_add(&RU.x_calls, 1);
+	atomic_store(&RU.in, 1);
+	for (int i = 0; i < 2000 && !atomic_load(&RU.release); i++)
+		usleep(1000);
+}
+
+static void *reuse_thread(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&RU.go))
+		usleep(100);
+	if (vr_obj_new_in(RU.g, RU.size, 0, 0, &RU.x) == 0) {
+		vr_obj_unpin(RU.x);
+		vr_group_purge(RU.g, SIZE_MAX); /* X reported here, held */
+	}
+	atomic_store(&RU.in, 1);
+	return NULL;
+}
+
+static void reuse_run(size_t size)
+{
+	struct vr_ctx *c;
+	struct vr_obj *y;
+	pthread_t t;
+	size_t unit = size < P ? P : size;
+	memset(&RU, 0, sizeof(RU));
+	RU.size = size;
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 4, &RU.g), 0);
+	assert_int_equal(vr_group_set_purge_handler(RU.g, reuse_fn, NULL), 0);
+	assert_int_equal(vr_obj_new_in(RU.g, size, 0, 0, &RU.first), 0);
+	assert_int_equal(vr_obj_unpin(RU.first), 0);
+	assert_int_equal(pthread_create(&t, NULL, reuse_thread, NULL), 0);
+	assert_int_equal(vr_group_purge(RU.g, SIZE_MAX), (ssize_t)unit);
+	/* X's call runs in the other thread: pin (refill) and unpin X */
+	assert_true(atomic_load(&RU.in));
+	assert_non_null(RU.x);
+	assert_int_equal(vr_obj_pin(RU.x), VR_PURGED);
+	assert_int_equal(vr_obj_unpin(RU.x), 0);
+	/* not purged again before its call returned */
+	assert_int_equal(vr_group_purge(RU.g, SIZE_MAX), 0);
+	assert_int_equal(atomic_load(&RU.x_calls), 1);
+	atomic_store(&RU.release, 1);
+	pthread_join(t, NULL);
+	assert_int_equal(vr_group_set_purge_handler(RU.g, NULL, NULL), 0);
+	assert_int_equal(vr_group_purge(RU.g, SIZE_MAX), (ssize_t)unit);
+	/* the first object's handle was handed back when its call returned */
+	assert_int_equal(vr_obj_new_in(RU.g, size, 0, 0, &y), 0);
+	assert_ptr_equal(y, RU.first);
+	assert_int_equal(vr_group_stat(RU.g, VR_STAT_OBJECTS), 2);
+	assert_int_equal(vr_group_stat(RU.g, VR_STAT_PURGED_BYTES), size);
+	vr_ctx_destroy(c);
+}
+
+static void test_reuse(void **state)
+{
+	(void)state;
+	reuse_run(64);
+	reuse_run(2 * P);
+}
+
 int main(void)
 {
 	P = vt_pg();
@@ -653,6 +741,7 @@ int main(void)
 		cmocka_unit_test(test_repin),   cmocka_unit_test(test_again),
 		cmocka_unit_test(test_requeue), cmocka_unit_test(test_logfn),
 		cmocka_unit_test(test_stuck),   cmocka_unit_test(test_nested),
+		cmocka_unit_test(test_reuse),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }

@@ -713,6 +713,51 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, size_t extra, struct vr_obj *
 	return 0;
 }
 
+/*
+ * A handle freed while a purge handler call reporting it runs (its
+ * OS_REPORTING set, obj-group.c report) is not handed out again before
+ * that call returned: the reporter's clear of OS_REPORTING would
+ * otherwise land on a new object in the same handle, one that may be
+ * purged and reported meanwhile, and let it be purged again while its
+ * own call runs (S37).  So the free leaves OS_REPORTING (with OS_LARGE)
+ * in the dead state, keeps the slot or handle out of the free lists,
+ * and the reporter gives it back (vr_objs_release_handle).  true: kept
+ * for the reporter.  The lock of the handle's free list is held.
+ */
+static bool handle_freed(struct vr_obj *o, uint64_t large)
+{
+	uint64_t s = atomic_load(&o->state);
+	while (!atomic_compare_exchange_weak(&o->state, &s,
+					     (s & OS_REPORTING) ? OS_REPORTING | large : 0))
+		;
+	return s & OS_REPORTING;
+}
+
+/* slot o of slab sl is free; c->lock held */
+static void slot_free(struct vr_class *c, struct vr_slab *sl, struct vr_obj *o)
+{
+	uint32_t slot = (uint32_t)(o - sl->objs);
+	sl->freemap[slot / 64] |= 1ull << (slot % 64);
+	if (sl->nfree++ == 0)
+		partial_link(c, sl);
+}
+
+void vr_objs_release_handle(struct vr_objs *os, struct vr_obj *o)
+{
+	if (atomic_load(&o->state) & OS_LARGE) {
+		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+		atomic_store(&o->state, 0);
+		o->home = os->free_handles;
+		os->free_handles = o;
+		vr_unlock(&os->span_lock);
+		return;
+	}
+	struct vr_slab *sl = ((struct vr_opage *)o->home)->slab;
+	vr_lock(&sl->cls->lock, VR_RANK_OBJ_CLASS);
+	slot_free(sl->cls, sl, o);
+	vr_unlock(&sl->cls->lock);
+}
+
 static void release_large(struct vr_objs *os, struct vr_obj *o)
 {
 	uint64_t s = atomic_load(&o->state);
@@ -727,7 +772,7 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 	      * would not read as zero (span_alloc hands spans out unwritten) */
 		reusable = punch(ch, o->ptr, len);
 	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
-	atomic_store(&o->state, 0);
+	bool keep = handle_freed(o, OS_LARGE);
 	size_t page = (size_t)(o->ptr - ch->base) >> vr_page_shift();
 	if (reusable)
 		span_free(os, ch, page, len >> vr_page_shift());
@@ -737,8 +782,10 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 	 * once there, another thread's vr_objs_alloc may give it a new one */
 	uint8_t *x = ((struct vr_lhandle *)o)->extra;
 	((struct vr_lhandle *)o)->extra = NULL;
-	o->home = os->free_handles;
-	os->free_handles = o;
+	if (!keep) {
+		o->home = os->free_handles;
+		os->free_handles = o;
+	}
 	vr_unlock(&os->span_lock);
 	free(x);
 }
@@ -757,11 +804,8 @@ void vr_objs_release(struct vr_objs *os, struct vr_obj *o)
 	struct vr_slab *sl = p->slab;
 	struct vr_class *c = sl->cls;
 	vr_lock(&c->lock, VR_RANK_OBJ_CLASS);
-	atomic_store(&o->state, 0);
-	uint32_t slot = (uint32_t)(o - sl->objs);
-	sl->freemap[slot / 64] |= 1ull << (slot % 64);
-	if (sl->nfree++ == 0)
-		partial_link(c, sl);
+	if (!handle_freed(o, 0))
+		slot_free(c, sl, o);
 	for (unsigned i = 0; i < n; i++) {
 		if (s & OS_PINNED)
 			vr_opage_drop(&p[i]);

@@ -22,7 +22,8 @@
  *     swap and calls the handler only if it did, so two threads
  *     reporting the same page (purged, partly restored, purged again)
  *     never report one purge twice; a freed or reallocated object has no
- *     OS_NOTIFY;
+ *     OS_NOTIFY; an object freed during its call keeps its handle out of
+ *     reuse until the call returned (obj-alloc.c handle_freed);
  *   - a purge skips an object with either bit (-EAGAIN), so it is not
  *     purged again before the call returned (it may have been pinned
  *     and unpinned since the purge); when the call returns the reporter
@@ -265,9 +266,15 @@ static void report(struct vr_objs *os, struct vr_obj *o)
 	vr_purge_fn fn = (vr_purge_fn)vr_cb_slot_get(&os->purge, &arg);
 	if (fn) /* NULL: removed since the purge, which goes unreported */
 		fn(o, arg);
-	/* the call returned (it may have freed o: a freed or reallocated
-	 * object has no OS_REPORTING, and the requeue checks OS_LIVE) */
-	atomic_fetch_and(&o->state, ~(uint64_t)OS_REPORTING);
+	/* the call returned.  o may have been freed during it (by the
+	 * handler or another thread): then its handle was kept out of reuse
+	 * until now (obj-alloc.c handle_freed), so this clear cannot land
+	 * on a new object's OS_REPORTING; it is handed back here */
+	s = atomic_fetch_and(&o->state, ~(uint64_t)OS_REPORTING);
+	if (!(s & OS_LIVE)) {
+		vr_objs_release_handle(os, o);
+		return;
+	}
 	requeue_reported(os, o);
 }
 

@@ -439,8 +439,12 @@ void *vr_objs_extra(const struct vr_obj *o, uint64_t state) _nonnull_();
 /* every live large object of the group into fn (no lock: the caller
  * owns the group) */
 void vr_objs_each_large(struct vr_objs *os, void (*fn)(struct vr_obj *o)) _nonnull_();
-/* frees o (live, this generation); gauges were settled by the caller */
+/* frees o (live, this generation); gauges were settled by the caller.
+ * Freed while its purge handler call runs (OS_REPORTING), its handle is
+ * kept dead (state OS_REPORTING | OS_LARGE or OS_REPORTING) until the
+ * reporter hands it back with vr_objs_release_handle (obj-alloc.c) */
 void vr_objs_release(struct vr_objs *os, struct vr_obj *o) _nonnull_();
+void vr_objs_release_handle(struct vr_objs *os, struct vr_obj *o) _nonnull_();
 /* the live object holding addr in chunk ch, or NULL; async-signal-safe */
 struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t addr) _nonnull_();
 /* restore the discarded pages of a small object (pins held); 0 or -errno */
