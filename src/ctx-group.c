@@ -121,6 +121,10 @@ _export_ void vr_group_destroy(struct vr_group *g)
 	vr_objs_retire(os);
 	vr_unlock(&c->lock);
 	vr_unlock(&c->purge_lock);
+	/* its objects are freed now (S35), also when a purging thread's
+	 * report batch keeps the group's memory a while longer: vr_obj_of
+	 * must not return them meanwhile */
+	vr_objs_unregister(os);
 	vr_objs_put(os);
 }
 

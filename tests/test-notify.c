@@ -40,6 +40,10 @@
  * OS_REPORTING, after its handler freed the object, landed on the new
  * object in the same handle).  Small and large objects; the freed handle
  * is reused once the first call returned.
+ * destroyed: a handler destroys another group whose purged objects are
+ * in the same report batch (the batch keeps that group's memory): after
+ * vr_group_destroy its objects are freed, and vr_obj_of of their bytes
+ * must return NULL (it returned them, still live).
  */
 #include "tests.h"
 
@@ -732,6 +736,59 @@ static void test_reuse(void **state)
 	reuse_run(2 * P);
 }
 
+/* ---- destroyed ---- */
+static struct {
+	struct vr_group *a, *b;
+	void *bptr, *b2ptr;
+	_Atomic int calls;
+	struct vr_obj *of_b, *of_b2;
+} DG;
+
+static void destroyer_fn(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	(void)arg;
+	if (atomic_fetch_add(&DG.calls, 1))
+		return;
+	vr_group_destroy(DG.b); /* not its own group: allowed */
+	DG.of_b = vr_obj_of(DG.bptr);
+	DG.of_b2 = vr_obj_of(DG.b2ptr);
+}
+
+static void nop_b_fn(struct vr_obj *o, void *arg)
+{
+	(void)o;
+	(void)arg;
+}
+
+static void test_destroyed(void **state)
+{
+	(void)state;
+	struct vr_ctx *c;
+	struct vr_obj *a, *b, *b2;
+	memset(&DG, 0, sizeof(DG));
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 4, &DG.a), 0);
+	assert_int_equal(vr_group_new(c, 4, &DG.b), 0);
+	assert_int_equal(vr_group_set_purge_handler(DG.a, destroyer_fn, NULL), 0);
+	assert_int_equal(vr_group_set_purge_handler(DG.b, nop_b_fn, NULL), 0);
+	assert_int_equal(vr_obj_new_in(DG.a, P, 0, 0, &a), 0);
+	assert_int_equal(vr_obj_new_in(DG.b, P, 0, 0, &b), 0);
+	assert_int_equal(vr_obj_new_in(DG.b, 100, 0, 0, &b2), 0); /* stays pinned */
+	DG.bptr = vr_obj_ptr(b);
+	DG.b2ptr = (char *)vr_obj_ptr(b2) + 50;
+	assert_int_equal(vr_obj_unpin(a), 0); /* older: reported first */
+	assert_int_equal(vr_obj_unpin(b), 0);
+	assert_int_equal(vr_ctx_purge(c, SIZE_MAX), (ssize_t)(2 * P));
+	assert_int_equal(atomic_load(&DG.calls), 1);
+	assert_null(DG.of_b);
+	assert_null(DG.of_b2);
+	assert_null(vr_obj_of(DG.bptr));
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_OBJECTS), 1);
+	assert_ptr_equal(vr_obj_of(vr_obj_ptr(a)), a);
+	vr_ctx_destroy(c);
+}
+
 int main(void)
 {
 	P = vt_pg();
@@ -741,7 +798,7 @@ int main(void)
 		cmocka_unit_test(test_repin),   cmocka_unit_test(test_again),
 		cmocka_unit_test(test_requeue), cmocka_unit_test(test_logfn),
 		cmocka_unit_test(test_stuck),   cmocka_unit_test(test_nested),
-		cmocka_unit_test(test_reuse),
+		cmocka_unit_test(test_reuse),   cmocka_unit_test(test_destroyed),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }

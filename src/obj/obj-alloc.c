@@ -189,6 +189,14 @@ fail_ch:
 	return NULL;
 }
 
+void vr_objs_unregister(struct vr_objs *os)
+{
+	vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
+	for (size_t i = 0; i < os->nchunks; i++)
+		vr_registry_remove_any(os->chunks[i]);
+	vr_unlock(&os->span_lock);
+}
+
 static void chunk_free(struct vr_chunk *ch, bool inherited)
 {
 	if (!inherited) {

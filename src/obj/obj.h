@@ -445,6 +445,10 @@ void vr_objs_each_large(struct vr_objs *os, void (*fn)(struct vr_obj *o)) _nonnu
  * reporter hands it back with vr_objs_release_handle (obj-alloc.c) */
 void vr_objs_release(struct vr_objs *os, struct vr_obj *o) _nonnull_();
 void vr_objs_release_handle(struct vr_objs *os, struct vr_obj *o) _nonnull_();
+/* a destroyed group's chunks leave the registry (vr_obj_of and the fault
+ * path no longer find its objects); its memory stays mapped until the
+ * group is freed (a report batch may still hold it) */
+void vr_objs_unregister(struct vr_objs *os) _nonnull_();
 /* the live object holding addr in chunk ch, or NULL; async-signal-safe */
 struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t addr) _nonnull_();
 /* restore the discarded pages of a small object (pins held); 0 or -errno */
