@@ -25,6 +25,13 @@
  * No object fault handler is installed: it would hide that fault.
  * One run per trap backend (VRANGE_TRAP), for VT_RACE_MS milliseconds
  * (default 1500) each.
+ *
+ * of_reuse: vr_obj_of (lock-free, callable at any time) on the bytes of
+ * small and large objects that two other threads free and allocate all
+ * the time: it returns NULL or an object holding the address, and under
+ * TSan reports no data race (it read the handle's size and a large
+ * handle's address with plain loads that vr_obj_new's plain stores to a
+ * reused handle raced with).
  */
 #include "tests.h"
 
@@ -211,6 +218,72 @@ static void test_large(void **state)
 	run("large", "mprotect");
 }
 
+/* ---- of_reuse ---- */
+static struct {
+	struct vr_ctx *c;
+	_Atomic int stop;
+	_Atomic long found, wrong;
+	uintptr_t lo, hi;
+} OR;
+
+static void *of_looker(void *arg)
+{
+	(void)arg;
+	unsigned seed = 7;
+	while (!atomic_load(&OR.stop)) {
+		uintptr_t a = OR.lo + (uintptr_t)rand_r(&seed) % (OR.hi - OR.lo);
+		struct vr_obj *o = vr_obj_of((void *)a);
+		if (o)
+			atomic_fetch_add(&OR.found, 1);
+	}
+	return NULL;
+}
+
+static void *of_churn(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	struct vr_obj *o[128] = { 0 };
+	for (int it = 0; it < 40000; it++) {
+		int k = rand_r(&seed) % 128;
+		if (o[k]) {
+			vr_obj_free(o[k]);
+			o[k] = NULL;
+		} else {
+			size_t size = k % 2 ? 1 + (size_t)rand_r(&seed) % 300
+					    : vt_pg() + (size_t)rand_r(&seed) % (3 * vt_pg());
+			if (vr_obj_new(OR.c, size, 0, &o[k]) != 0)
+				atomic_fetch_add(&OR.wrong, 1);
+		}
+	}
+	for (int k = 0; k < 128; k++)
+		vr_obj_free(o[k]);
+	return NULL;
+}
+
+static void test_of_reuse(void **state)
+{
+	(void)state;
+	struct vr_obj *first;
+	pthread_t t[3];
+	memset(&OR, 0, sizeof(OR));
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &OR.c), 0);
+	assert_int_equal(vr_obj_new(OR.c, 16, 0, &first), 0);
+	/* the chunk's first pages: the slabs and the large objects made here */
+	OR.lo = (uintptr_t)vr_obj_ptr(first) & ~(uintptr_t)(vt_pg() - 1);
+	OR.hi = OR.lo + 1024 * vt_pg();
+	assert_int_equal(pthread_create(&t[0], NULL, of_looker, NULL), 0);
+	assert_int_equal(pthread_create(&t[1], NULL, of_churn, (void *)1), 0);
+	assert_int_equal(pthread_create(&t[2], NULL, of_churn, (void *)2), 0);
+	pthread_join(t[1], NULL);
+	pthread_join(t[2], NULL);
+	atomic_store(&OR.stop, 1);
+	pthread_join(t[0], NULL);
+	assert_int_equal(atomic_load(&OR.wrong), 0);
+	assert_true(atomic_load(&OR.found) > 0);
+	vr_obj_free(first);
+	vr_ctx_destroy(OR.c);
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -218,10 +291,9 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_small_guard),
-		cmocka_unit_test(test_small_mprotect),
-		cmocka_unit_test(test_small_uffd),
-		cmocka_unit_test(test_large),
+		cmocka_unit_test(test_small_guard), cmocka_unit_test(test_small_mprotect),
+		cmocka_unit_test(test_small_uffd),  cmocka_unit_test(test_large),
+		cmocka_unit_test(test_of_reuse),
 	};
 	return cmocka_run_group_tests_name("pin/unpin races", tests, NULL, NULL);
 }

@@ -634,7 +634,8 @@ static int alloc_small(struct vr_objs *os, size_t size, uint32_t xstride, uint64
 			break;
 		}
 	struct vr_obj *o = &s->objs[slot];
-	o->size_gen = (uint64_t)size << 16 | gen;
+	/* an atomic store: vr_objs_at reads it without a lock */
+	__atomic_store_n(&o->size_gen, (uint64_t)size << 16 | gen, __ATOMIC_RELAXED);
 	struct vr_opage *p;
 	unsigned n;
 	obj_pages(o, &p, &n);
@@ -710,9 +711,11 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, size_t extra, struct vr_obj *
 		return err;
 	}
 	((struct vr_lhandle *)o)->extra = x;
-	o->ptr = ch->base + (page << vr_page_shift());
+	/* atomic stores: vr_objs_at reads them without a lock (a stale
+	 * entry of the page map may lead it to this handle) */
+	__atomic_store_n(&o->ptr, ch->base + (page << vr_page_shift()), __ATOMIC_RELAXED);
 	o->home = ch;
-	o->size_gen = (uint64_t)size << 16 | gen;
+	__atomic_store_n(&o->size_gen, (uint64_t)size << 16 | gen, __ATOMIC_RELAXED);
 	atomic_store(&o->state, OS_LIVE | OS_PINNED | OS_LARGE);
 	bool own = whole_chunk(ch, o->ptr, np << vr_page_shift());
 	map_set(ch, page, own ? 1 : np, (uintptr_t)o | PM_LARGE);
@@ -853,8 +856,13 @@ struct vr_obj *vr_objs_at(struct vr_chunk *ch, uintptr_t a)
 	} else {
 		return NULL;
 	}
+	/* the handle may be freed and reused meanwhile (vr_obj_of races any
+	 * call): its fields are read atomically and validated; a reuse
+	 * stores them before its state */
 	uint64_t st = atomic_load_explicit(&o->state, memory_order_acquire);
-	if (!(st & OS_LIVE) || a < (uintptr_t)o->ptr || a - (uintptr_t)o->ptr >= obj_size(o))
+	uintptr_t ptr = (uintptr_t)__atomic_load_n(&o->ptr, __ATOMIC_RELAXED);
+	size_t size = (size_t)(__atomic_load_n(&o->size_gen, __ATOMIC_RELAXED) >> 16);
+	if (!(st & OS_LIVE) || a < ptr || a - ptr >= size)
 		return NULL;
 	return o;
 }
