@@ -187,6 +187,7 @@ static void top_step(struct run *u)
 		flush_level(u); /* no object claim is held under a region lock */
 	else
 		u->pend = true;
+	u->st.key = u->h[0].age;
 	u->reclaimed += (uint64_t)ops->step(unit, src, &u->st, &next);
 	u->h[0].age = next;
 	if (next == UINT64_MAX) {

@@ -392,6 +392,67 @@ static void sc_merger_dies(void)
 	run_killed_holder(KD_MERGER, "merger_dies");
 }
 
+/* ---- purges that take turns while a mapper is stopped ----
+ * B1 and B2 purge the whole file at once while C, a guard-protocol
+ * mapper, is stopped: every range is skipped after the protocol's
+ * timeout.  The map keeps one purge cursor, and each purge's step took
+ * it back to the LRU's head when the other had moved it: the two retried
+ * the first ranges in turn and neither ended while C stayed stopped
+ * (16 ranges: still running after 30 s, hundreds of skips).  Each purge
+ * tries each range once (VR_STAT_SKIPPED_BUSY at most TT_RANGES). */
+#define TT_RANGES 12
+
+static bool readable(int sock, int ms)
+{
+	struct pollfd pf = { .fd = sock, .events = POLLIN };
+	return poll(&pf, 1, ms) == 1;
+}
+
+static void sc_purgers_take_turns(void)
+{
+	P = vt_pg();
+	vs_init();
+	int ra = vs_new_shared(&A, (2 * TT_RANGES + 1) * P);
+	struct vs_proc B[2] = { vs_spawn_trap("guard"), vs_spawn_trap("guard") };
+	struct vs_proc C = vs_spawn_trap("guard");
+	int rb[2] = { join_from(&B[0], &A, ra, 0), join_from(&B[1], &A, ra, 0) };
+	(void)join_from(&C, &A, ra, 0);
+	for (size_t i = 0; i < TT_RANGES; i++)
+		CK_EQ(vr_mark(VS.r[ra], (2 * i + 1) * P, P), VR_INTACT);
+	stop_peer(&C, true);
+	alarm(120);
+	for (int j = 0; j < 2; j++) {
+		struct vs_req q = { .op = VS_PURGE, .reg = rb[j], .a = SIZE_MAX };
+		vs_sendmsg(B[j].sock, &q, sizeof(q), -1);
+	}
+	/* each purge costs at most TT_RANGES timeouts, the two in turn
+	 * twice that: give them three times as long */
+	double t0 = now_s();
+	bool done = true;
+	for (int j = 0; j < 2; j++) {
+		int left = (int)((6 * TT_RANGES * 0.1 - (now_s() - t0)) * 1000);
+		done &= readable(B[j].sock, left > 0 ? left : 0);
+	}
+	double took = now_s() - t0;
+	stop_peer(&C, false); /* ends the turns if they did not end */
+	for (int j = 0; j < 2; j++) {
+		struct vs_rep rep;
+		int fd;
+		CK_EQ(vs_recvmsg(B[j].sock, &rep, sizeof(rep), &fd), (ssize_t)sizeof(rep));
+		CK(rep.rc >= 0, "(purge: %" PRId64 ")", rep.rc);
+	}
+	int64_t sk[2] = { STAT(&B[0], VR_STAT_SKIPPED_BUSY), STAT(&B[1], VR_STAT_SKIPPED_BUSY) };
+	printf("purgers_take_turns: %.2f s, skipped %" PRId64 " and %" PRId64 "\n", took, sk[0],
+	       sk[1]);
+	CK(done, "(the purges still ran after %.2f s)", took);
+	CK(sk[0] <= TT_RANGES && sk[1] <= TT_RANGES,
+	   "(skipped %" PRId64 " and %" PRId64 " of %d ranges)", sk[0], sk[1], TT_RANGES);
+	vs_stop(&B[0]);
+	vs_stop(&B[1]);
+	vs_stop(&C);
+	vr_ctx_destroy(VS.ctx);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "peer", vs_peer_main },
 	{ "victim", sc_victim },
@@ -399,7 +460,14 @@ static const struct vt_scenario scenarios[] = {
 	{ "purger_dies", sc_purger_dies },
 	{ "unmarker_dies", sc_unmarker_dies },
 	{ "merger_dies", sc_merger_dies },
+	{ "purgers_take_turns", sc_purgers_take_turns },
 };
+
+static void test_purgers_take_turns(void **state)
+{
+	(void)state;
+	vs_run_traps("purgers_take_turns", 2);
+}
 
 static void test_survivor(void **state)
 {
@@ -432,10 +500,9 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_purger_dies),
-		cmocka_unit_test(test_unmarker_dies),
-		cmocka_unit_test(test_merger_dies),
-		cmocka_unit_test(test_survivor),
+		cmocka_unit_test(test_purger_dies),        cmocka_unit_test(test_unmarker_dies),
+		cmocka_unit_test(test_merger_dies),        cmocka_unit_test(test_survivor),
+		cmocka_unit_test(test_purgers_take_turns),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,7 +48,11 @@ struct vr_notify_batch {
  * engine compares it with the heap's top before every step.
  */
 struct vr_purge_step {
-	uint64_t gen;                  /* the run's purge generation */
+	uint64_t gen; /* the run's purge generation */
+	/* the engine's key for the stepped source: every entry the run has
+	 * not tried yet is at least this old (a region's cursor reset by
+	 * another generation shows it the younger ones again) */
+	uint64_t key;
 	struct vr_notify_batch *batch; /* objects purged under a purge handler */
 	/* does another source hold an entry older than age? (the caller's
 	 * key may be stale: purge only when this says no) */

@@ -92,6 +92,16 @@ static int64_t region_step(void *unit, size_t i, const struct vr_purge_step *st,
 	struct vr_region *r = unit;
 	vr_region_lock(r);
 	struct vr_range *rg = vr_lru_peek(r->map, st->gen);
+	/* Entries older than the key were tried by this run already: the
+	 * map keeps one cursor, and another generation (a purge of another
+	 * process or thread) took it back to the LRU's head.  Tried again,
+	 * a range skipped because a mapper does not answer costs the
+	 * protocol's timeout each time, and two purges that take turns
+	 * reset each other for as long as that mapper is stopped. */
+	while (rg && vr_range_age(rg) < st->key) {
+		vr_lru_pop(r->map);
+		rg = vr_lru_peek(r->map, st->gen);
+	}
 	if (!rg) {
 		vr_region_unlock(r);
 		*next = UINT64_MAX;
