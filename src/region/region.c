@@ -453,6 +453,9 @@ static void unmark_cut(struct vr_region *r, struct vr_range *x, uint64_t a, uint
 		if (s < a && e > b) {
 			spare->start = b;
 			spare->end = e;
+			/* bounds before the flags (INTREE, from x), also in the
+			 * machine code: see mark_locked */
+			atomic_signal_fence(memory_order_seq_cst);
 			spare->age_flags = x->age_flags & ~(uint64_t)VR_RANGE_ONLRU;
 			vr_map_insert(m, spare);
 			gauge_add(r, spare, +1);
