@@ -1257,7 +1257,9 @@ uint64_t vr_group_stat(struct vr_group *g, enum vr_stat which);
  * pin @o between the purge and the call (its vr_obj_pin returned
  * VR_PURGED): a handler that drops cache entries checks
  * vr_obj_status(@o) under the cache's own lock first.  Likewise another
- * thread may free @o just before or during the call: the handle stays
+ * thread may free @o during the call (an object freed before its call is
+ * not reported at all, so the calls may be fewer than VR_STAT_PURGES
+ * counts): the handle stays
  * valid memory (handles are reused, never unmapped, while the group
  * lives), so vr_obj_status(@o) then fails with -EINVAL or describes a new
  * object of the same group; a handler that frees or trusts @o does so
