@@ -81,7 +81,8 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	vr_trap_gen_bump(r);
 	int err = arm(r, a, len, &prot);
 	if (err == VR_DISCARD_STUCK || err == -EBUSY)
-		return err; /* -EBUSY: the guard protocol undid its markers itself */
+		return err; /* -EBUSY: the guard protocol undid its markers itself
+			     * (STUCK when they would not come off) */
 	if (err < 0) {
 		/* a guard install that failed part-way on private memory freed
 		 * pages: keep the markers it set, the range is purged */

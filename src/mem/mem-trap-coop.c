@@ -16,7 +16,8 @@
  *           that does not answer (a stopped process) makes the purge skip
  *           the range: VR_COOP_DISARM posted without waiting, own markers
  *           off, -EBUSY, counted in VR_STAT_SKIPPED_BUSY (and
- *           VR_STAT_SKIPPED);
+ *           VR_STAT_SKIPPED); own markers that would not come off make
+ *           it VR_DISCARD_STUCK (purged with its data, still trapped);
  *   disarm  the pages made present (fallocate(0)) first, so no hole is
  *           left to uncover; own markers off; VR_COOP_DISARM to the
  *           others (a late one catches up: coop.h, CATCHING UP).  If the
@@ -174,8 +175,13 @@ static int coop_arm(struct vr_region *r, void *addr, size_t len)
 	if (err < 0)
 		return err;
 	err = request_arm(r, r->coop_m, off, len);
-	if (err < 0) /* a mapper did not arm in time: the purge skips the range */
-		own(r, off, len, MADV_GUARD_REMOVE);
+	/* a mapper did not arm in time: the purge skips the range, unless
+	 * the own markers would not come off: then the range must be taken
+	 * as purged (nothing punched, its data kept), or a touch of those
+	 * non-volatile bytes would meet a marker the fault path does not
+	 * claim and be forwarded as a foreign SIGSEGV */
+	if (err < 0 && own(r, off, len, MADV_GUARD_REMOVE) < 0)
+		return VR_DISCARD_STUCK;
 	return err;
 }
 
