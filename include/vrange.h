@@ -97,7 +97,10 @@
  *   caller's memory and are inherited as such: in the child their
  *   discarded pages stay inaccessible (a touch is SIGSEGV) until the child
  *   destroys the inherited region, which makes them readable and writable
- *   in the child only, reading 0.
+ *   in the child only, reading 0.  (In a span the application advised
+ *   MADV_WIPEONFORK the child reads every page as 0: there discarded
+ *   pages trapped with guard markers do not fault, those trapped with
+ *   mprotect do.)
  *
  * Environment
  *   VRANGE_DEBUG=1        log purges, pressure events, sources, skips and
