@@ -289,8 +289,7 @@ static int enforce_limit(struct vr_ctx *c, struct vr_objs *os, size_t glimit)
 {
 	size_t limit = vr_ctx_effective_limit(c);
 	if (limit) {
-		if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
-			atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+		vr_ctx_unstick(c);
 		if (volatile_now(c) > limit) {
 			ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
 			if (got < 0)

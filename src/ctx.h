@@ -86,6 +86,15 @@ static inline size_t vr_ctx_effective_limit(struct vr_ctx *c)
  * vr_obj_unpin_many), so a purge in another thread may take them out
  * first; a wrapped sum would read as about 2^64 and make a limit check
  * purge everything. */
+/* something may be purgeable again: clear the "nothing purgeable" hint
+ * so that the next limit check does not skip (written only when set, so
+ * that calls on different units do not share a written cache line) */
+static inline void vr_ctx_unstick(struct vr_ctx *c)
+{
+	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
+		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+}
+
 static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 {
 	uint64_t sum = 0;

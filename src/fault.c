@@ -173,6 +173,15 @@ static void set_default(int sig)
 	sigaction(sig, &sa, NULL);
 }
 
+/* block or unblock sig in this thread */
+static void mask_one(int how, int sig)
+{
+	sigset_t m;
+	sigemptyset(&m);
+	sigaddset(&m, sig);
+	pthread_sigmask(how, &m, NULL);
+}
+
 static void bus_handler(int sig, siginfo_t *si, void *uc);
 
 static void send_sigbus(void *addr)
@@ -208,10 +217,7 @@ static void deliver_sigbus(void *addr, ucontext_t *uc)
 	if (blocked || ignored || (ours && plain && app.sa_handler == SIG_DFL))
 		set_default(SIGBUS);
 	sigdelset(&uc->uc_sigmask, SIGBUS);
-	sigset_t bus;
-	sigemptyset(&bus);
-	sigaddset(&bus, SIGBUS);
-	pthread_sigmask(SIG_BLOCK, &bus, NULL);
+	mask_one(SIG_BLOCK, SIGBUS);
 	ftls_pending = addr;
 	send_sigbus(addr);
 }
@@ -523,9 +529,7 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
 			pthread_sigmask(SIG_SETMASK, NULL, &m);
 			if (sigismember(&m, SIGBUS)) {
 				set_default(SIGBUS);
-				sigemptyset(&m);
-				sigaddset(&m, SIGBUS);
-				pthread_sigmask(SIG_UNBLOCK, &m, NULL);
+				mask_one(SIG_UNBLOCK, SIGBUS);
 			}
 			ftls_delivering = true;
 			send_sigbus(si->si_addr);

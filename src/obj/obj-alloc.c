@@ -453,16 +453,20 @@ static void *meta_alloc(struct vr_objs *os, size_t size)
 
 /* ---- handles of large objects (span_lock held) ---- */
 #define HBLOCK 128
+static void handle_put(struct vr_objs *os, struct vr_obj *o)
+{
+	o->home = os->free_handles;
+	os->free_handles = o;
+}
+
 static struct vr_obj *handle_get(struct vr_objs *os)
 {
 	if (!os->free_handles) {
 		struct vr_lhandle *blk = meta_alloc(os, HBLOCK * sizeof(*blk));
 		if (!blk)
 			return NULL;
-		for (int i = 0; i < HBLOCK; i++) {
-			blk[i].o.home = os->free_handles;
-			os->free_handles = &blk[i].o;
-		}
+		for (int i = 0; i < HBLOCK; i++)
+			handle_put(os, &blk[i].o);
 	}
 	struct vr_obj *o = os->free_handles;
 	os->free_handles = o->home;
@@ -702,10 +706,8 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, size_t extra, struct vr_obj *
 	struct vr_obj *o = handle_get(os);
 	int err = o ? span_alloc(os, np, &ch, &page) : -ENOMEM;
 	if (err < 0) {
-		if (o) {
-			o->home = os->free_handles;
-			os->free_handles = o;
-		}
+		if (o)
+			handle_put(os, o);
 		vr_unlock(&os->span_lock);
 		free(x);
 		return err;
@@ -758,8 +760,7 @@ void vr_objs_release_handle(struct vr_objs *os, struct vr_obj *o)
 	if (atomic_load(&o->state) & OS_LARGE) {
 		vr_lock(&os->span_lock, VR_RANK_OBJ_SPAN);
 		atomic_store(&o->state, 0);
-		o->home = os->free_handles;
-		os->free_handles = o;
+		handle_put(os, o);
 		vr_unlock(&os->span_lock);
 		return;
 	}
@@ -793,10 +794,8 @@ static void release_large(struct vr_objs *os, struct vr_obj *o)
 	 * once there, another thread's vr_objs_alloc may give it a new one */
 	uint8_t *x = ((struct vr_lhandle *)o)->extra;
 	((struct vr_lhandle *)o)->extra = NULL;
-	if (!keep) {
-		o->home = os->free_handles;
-		os->free_handles = o;
-	}
+	if (!keep)
+		handle_put(os, o);
 	vr_unlock(&os->span_lock);
 	free(x);
 }

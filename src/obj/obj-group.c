@@ -238,8 +238,7 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
 		 * ran may have found nothing else and set the "nothing
 		 * purgeable" hint, which would let vr_mark skip the limit (a
 		 * page of small objects clears it in vr_obj_page_requeue) */
-		if (atomic_load_explicit(&os->ctx->limit_stuck, memory_order_relaxed))
-			atomic_store_explicit(&os->ctx->limit_stuck, false, memory_order_relaxed);
+		vr_ctx_unstick(os->ctx);
 		atomic_fetch_or(&o->state, OS_QUEUED);
 		vr_obj_rq_push(os, (uintptr_t)o | 1, os_age(s) + os->age_base);
 		return;

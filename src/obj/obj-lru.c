@@ -250,9 +250,7 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 	if (!unpurged)
 		return; /* no unit */
 	age += os->age_base;
-	/* something is purgeable again: the limit check may not skip */
-	if (atomic_load_explicit(&os->ctx->limit_stuck, memory_order_relaxed))
-		atomic_store_explicit(&os->ctx->limit_stuck, false, memory_order_relaxed);
+	vr_ctx_unstick(os->ctx); /* something is purgeable again */
 	atomic_store(&p->youngest, age);
 	atomic_fetch_or(&p->pw, PG_QUEUED);
 	vr_obj_rq_push(os, (uintptr_t)p, age);
