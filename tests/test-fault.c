@@ -185,11 +185,11 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
 	siglongjmp(tenv, 1);
 }
 
-static void install_bus_handler(void)
+static void install_bus(void (*fn)(int, siginfo_t *, void *))
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = bus_handler;
+	sa.sa_sigaction = fn;
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	CK_EQ(sigaction(SIGBUS, &sa, NULL), 0);
@@ -429,7 +429,7 @@ static void sc_foreign_busy(void)
 static void sc_sigbus_info(void)
 {
 	size_t P = vt_pg();
-	install_bus_handler();
+	install_bus(bus_handler);
 	struct vr_ctx *c = sc_ctx(VR_CTX_NO_MONITOR);
 	struct vr_region *r = sc_region(c, "vt-sigbus", 8 * P, 1);
 	uint8_t *b = vr_region_base(r);
@@ -541,12 +541,7 @@ static void probe_bus(int sig, siginfo_t *si, void *ucv)
 static void sc_sigbus_context(void)
 {
 	size_t P = vt_pg();
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = probe_bus;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	CK_EQ(sigaction(SIGBUS, &sa, NULL), 0);
+	install_bus(probe_bus);
 	struct vr_ctx *c = sc_ctx(VR_CTX_NO_MONITOR);
 	/* plain (SIGSEGV trap), then shared (SIGBUS trap under uffd) */
 	for (unsigned flags = 0; flags <= VR_REGION_SHARED; flags += VR_REGION_SHARED) {
@@ -581,7 +576,7 @@ static void sc_sigbus_context(void)
 static void sc_retry_count(void)
 {
 	size_t P = vt_pg();
-	install_bus_handler();
+	install_bus(bus_handler);
 	struct vr_ctx *c = sc_ctx(VR_CTX_NO_MONITOR);
 	struct vr_region *r = sc_region(c, "vt-retry", 4 * P, 1);
 	uint8_t *b = vr_region_base(r);
