@@ -227,9 +227,14 @@ enum vr_stat {
  * vr_ctx_monitor_source()).  A missing pressure source is not an error.
  * The first successful call in a process installs the library's SIGSEGV
  * handler (and, under the userfaultfd trap backend, its SIGBUS handler); a
- * failing call installs nothing.
+ * failing call installs nothing.  The first call also chooses the trap
+ * backend for the life of the process, by probes that need a few fds and
+ * some memory: a call that lacks them fails with that errno (-EMFILE,
+ * -ENFILE, -ENOMEM) and chooses nothing, so that a later call chooses as
+ * if the shortage never happened.
  *
- * Returns: 0, -EINVAL (NULL @out, unknown flag), -ENOMEM, or the negative
+ * Returns: 0, -EINVAL (NULL @out, unknown flag), -ENOMEM, -EOPNOTSUPP
+ * (VRANGE_TRAP forces a backend that does not work here), or the negative
  * errno of a failed thread or fd creation.
  * Since: 0.1
  * Context: allocates; may create a thread; not from a fault handler.

@@ -1143,6 +1143,49 @@ static void sc_install(void)
 	vr_ctx_destroy(c);
 }
 
+/* The backend is chosen once per process, by probes that need fds: a
+ * first vr_ctx_new with none free must fail with -EMFILE and choose
+ * nothing (it once chose mprotect for good, and with VRANGE_TRAP=guard
+ * answered -EOPNOTSUPP); the next one, with fds, chooses what a process
+ * that never ran short chooses. */
+static void sc_probe_short(void)
+{
+	fflush(stderr);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		struct vr_ctx *c;
+		_exit(vr_ctx_new(VR_CTX_NO_MONITOR, &c) == 0 ? 100 + vr_trap_backend() : 1);
+	}
+	int st = 0;
+	CK_EQ(waitpid(pid, &st, 0), pid);
+	CK(WIFEXITED(st) && WEXITSTATUS(st) >= 100, "(fresh process: status 0x%x)", st);
+	int fresh = WEXITSTATUS(st) - 100;
+
+	struct rlimit old, rl;
+	CK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl.rlim_cur = 3;
+	rl.rlim_max = old.rlim_max;
+	struct vr_ctx *c = NULL;
+	const char *const forced[] = { NULL, "guard", "uffd", NULL };
+	for (int i = 0; i < 3; i++) {
+		if (forced[i])
+			setenv("VRANGE_TRAP", forced[i], 1);
+		CK_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+		int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
+		CK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+		unsetenv("VRANGE_TRAP");
+		CK(rc == -EMFILE, "(VRANGE_TRAP=%s, no free fd: %d)", forced[i] ? forced[i] : "-",
+		   rc);
+		CK_EQ(vr_trap_backend(), VR_TRAP_NONE);
+		CK(sigsegv_is_default());
+	}
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	CK(vr_trap_backend() == fresh, "(backend %d after a shortage, %d in a fresh process)",
+	   vr_trap_backend(), fresh);
+	vr_ctx_destroy(c);
+}
+
 /* ------------------------------------------------------------------ */
 /* foreign faults and SIGSEGV not from the kernel                       */
 
@@ -1601,6 +1644,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "lazy_threads", sc_lazy_threads },
 	{ "efault", sc_efault },
 	{ "install", sc_install },
+	{ "probe_short", sc_probe_short },
 	{ "foreign", sc_foreign },
 	{ "user_segv", sc_user_segv },
 	{ "chained_after", sc_chained_after },
@@ -1899,6 +1943,12 @@ static void test_handler_installation(void **state)
 	expect_ok_env("install", NULL, NULL);
 }
 
+static void test_probe_short(void **state)
+{
+	(void)state;
+	expect_ok_env("probe_short", NULL, NULL);
+}
+
 static void foreign_matrix(const char *kind, bool both_traps)
 {
 	/* ign: a kernel fault is forced, as if the library were absent */
@@ -2035,6 +2085,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lazy_regeneration_threads),
 		cmocka_unit_test(test_efault_syscalls),
 		cmocka_unit_test(test_handler_installation),
+		cmocka_unit_test(test_probe_short),
 		cmocka_unit_test(test_foreign_null),
 		cmocka_unit_test(test_foreign_prot_none),
 		cmocka_unit_test(test_foreign_general_protection),

@@ -95,18 +95,23 @@ static int uffd_register(int uffd, void *addr, size_t len)
 
 /* userfaultfd allowed (no seccomp filter, no sysctl against it) and able
  * to register a shared memfd mapping in missing mode */
-bool vr_uffd_probe(void)
+int vr_uffd_probe(void)
 {
 	size_t pg = vr_page_size();
-	bool ok = false;
+	int ok = 0;
 	int uffd = uffd_open();
 	if (uffd < 0)
-		return false;
+		return vr_probe_err(-uffd); /* 1, 0 or -errno: mem-trap.c, PROBES */
 	int fd = memfd_create("vrange-probe", MFD_CLOEXEC);
-	if (fd >= 0 && ftruncate(fd, (off_t)pg) == 0) {
+	if (fd < 0 || ftruncate(fd, (off_t)pg) < 0) {
+		ok = vr_probe_err(errno);
+	} else {
 		void *m = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m != MAP_FAILED) {
-			ok = uffd_register(uffd, m, pg) == 0;
+		if (m == MAP_FAILED) {
+			ok = vr_probe_err(errno);
+		} else {
+			int err = uffd_register(uffd, m, pg);
+			ok = err == 0 ? 1 : vr_probe_err(-err);
 			munmap(m, pg);
 		}
 	}

@@ -58,27 +58,43 @@
 
 /* ---- guard markers ---- */
 
+/* PROBES answer 1 (works), 0 (this system says no) or -errno when the
+ * process lacked a resource to find out (no free fd, no memory).  The
+ * backend is chosen once for the life of the process, so a shortage must
+ * fail that vr_ctx_new with its errno and leave the choice to the next
+ * call, not settle for mprotect for good (or, with VRANGE_TRAP forced, say
+ * -EOPNOTSUPP for a backend that works). */
+int vr_probe_err(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM || err == EAGAIN ? -err : 0;
+}
+
 /* Guard markers must survive a hole punch and make the kernel's own
  * accesses fail with EFAULT: check both on a scratch memfd. */
-static bool guard_probe(void)
+static int guard_probe(void)
 {
 	size_t pg = vr_page_size();
-	bool ok = false;
+	int ok = 0;
 	int p[2] = { -1, -1 };
 	int fd = memfd_create("vrange-probe", MFD_CLOEXEC);
 	if (fd < 0)
-		return false;
-	if (ftruncate(fd, (off_t)(2 * pg)) < 0 || pipe2(p, O_CLOEXEC) < 0)
+		return vr_probe_err(errno);
+	if (ftruncate(fd, (off_t)(2 * pg)) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+		ok = vr_probe_err(errno);
 		goto out;
+	}
 	char *m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		ok = vr_probe_err(errno);
 		goto out;
+	}
 	memset(m, 1, 2 * pg);
-	if (madvise(m, pg, MADV_GUARD_INSTALL) == 0 &&
-	    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)pg) == 0 &&
-	    write(p[1], m, 1) < 0 && errno == EFAULT && write(p[1], m + pg, 1) == 1 &&
-	    madvise(m, pg, MADV_GUARD_REMOVE) == 0 && write(p[1], m, 1) == 1)
-		ok = true;
+	if (madvise(m, pg, MADV_GUARD_INSTALL) < 0)
+		ok = vr_probe_err(errno); /* EINVAL: no guard markers here */
+	else if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)pg) == 0 &&
+		 write(p[1], m, 1) < 0 && errno == EFAULT && write(p[1], m + pg, 1) == 1 &&
+		 madvise(m, pg, MADV_GUARD_REMOVE) == 0 && write(p[1], m, 1) == 1)
+		ok = 1;
 	munmap(m, 2 * pg);
 out:
 	if (p[0] >= 0) {
@@ -196,9 +212,10 @@ bool vr_trap_uffd_works(void)
 	return shared_backend && shared_backend->id == VR_TRAP_UFFD;
 }
 
-static bool works(const struct vr_trap_ops *t)
+/* 1, 0 or -errno: PROBES above */
+static int works(const struct vr_trap_ops *t)
 {
-	return !t->probe || t->probe();
+	return t->probe ? t->probe() : 1;
 }
 
 /* called with vr_global_lock held */
@@ -213,7 +230,10 @@ int vr_trap_init(void)
 		if (strcmp(env, backends[i].name) != 0)
 			continue;
 		/* A2: a forced backend that cannot work fails vr_ctx_new */
-		if (!works(&backends[i])) {
+		int w = works(&backends[i]);
+		if (w < 0)
+			return w;
+		if (!w) {
 			vr_dbg("VRANGE_TRAP=%s but that backend does not work here", env);
 			return -EOPNOTSUPP;
 		}
@@ -226,21 +246,32 @@ int vr_trap_init(void)
 		vr_warn("VRANGE_TRAP=%.32s is not guard, mprotect or uffd: ignored", env);
 		env = NULL;
 	}
-	for (size_t i = 0; !b && i < VR_ARRAY_SIZE(backends); i++)
-		if (works(&backends[i]))
+	for (size_t i = 0; !b && i < VR_ARRAY_SIZE(backends); i++) {
+		int w = works(&backends[i]);
+		if (w < 0)
+			return w;
+		if (w)
 			b = &backends[i];
+	}
 	if (!b)
 		return -EOPNOTSUPP;
-	if (b->id == VR_TRAP_UFFD)
-		uffd_local = guard_probe() ? &backends[0] : &backends[1];
+	/* every answer first, then the choice: nothing is set on failure */
+	int guard = b->id == VR_TRAP_GUARD ? 1 : guard_probe();
+	if (guard < 0)
+		return guard;
 	/* shared regions: userfaultfd where it works (forced by
 	 * VRANGE_TRAP=uffd), else the guard protocol (forced by
 	 * VRANGE_TRAP=guard) where guard markers work, else none */
 	const struct vr_trap_ops *u = &backends[VR_ARRAY_SIZE(backends) - 1];
 	bool forced_guard = env && b->id == VR_TRAP_GUARD;
-	if (b->id == VR_TRAP_UFFD || (!forced_guard && works(u)))
+	int uw = b->id == VR_TRAP_UFFD ? 1 : forced_guard ? 0 : works(u);
+	if (uw < 0)
+		return uw;
+	if (b->id == VR_TRAP_UFFD)
+		uffd_local = guard ? &backends[0] : &backends[1];
+	if (uw)
 		shared_backend = u;
-	else if (b->id == VR_TRAP_GUARD || guard_probe())
+	else if (guard)
 		shared_backend = &vr_trap_coop;
 	else
 		shared_backend = NULL;

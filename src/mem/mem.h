@@ -110,9 +110,9 @@ static inline bool vr_inherited_region(const struct vr_region *r)
  * region lock held (purge, unmark) or on a region nobody else may use
  * (destroy), never from a signal handler. */
 struct vr_trap_ops {
-	int id;              /* enum vr_trap */
-	const char *name;    /* VRANGE_TRAP value */
-	bool (*probe)(void); /* works on this system?  NULL: always */
+	int id;             /* enum vr_trap */
+	const char *name;   /* VRANGE_TRAP value */
+	int (*probe)(void); /* works here: 1, 0 or -errno (mem-trap.c: PROBES); NULL: always */
 	int (*arm)(struct vr_region *r, void *addr, size_t len);
 	int (*disarm)(struct vr_region *r, void *addr, size_t len);
 	/* arming private anonymous memory also frees its pages (guard
@@ -153,7 +153,8 @@ void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
 /* the uffd backend on a shared file: tell its guard-protocol mappers */
 int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len) _nonnull_();
 /* mem-trap-uffd.c: the userfaultfd backend's entries */
-bool vr_uffd_probe(void);
+int vr_uffd_probe(void);
+int vr_probe_err(int err); /* -err for a resource shortage, else 0 */
 int vr_uffd_arm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_uffd_disarm(struct vr_region *r, void *addr, size_t len) _nonnull_(1);
 int vr_uffd_attach(struct vr_region *r) _nonnull_();
