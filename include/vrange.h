@@ -406,7 +406,8 @@ unsigned vr_ctx_monitor_sources(struct vr_ctx *ctx);
  * Several ctxs and processes in one cgroup share the headroom first come,
  * first served (doc/monitor.md).
  *
- * Returns: the limit in bytes, or 0 (NULL ctx, no monitor, no limit,
+ * Returns: the limit in bytes (1 for a limit of 0, as cgroup v2 allows:
+ * the budget is then nothing), or 0 (NULL ctx, no monitor, no limit,
  * VRANGE_MEMORY_LIMIT=off, VRANGE_MONITOR=off).
  * Since: 0.2
  * Context: lock-free.

@@ -313,6 +313,13 @@ static void test_walk(void **state)
 	assert_true(mon_walk_limit(top, b, v2, &where) == 700);
 	assert_string_equal(where, b);
 	free(where);
+	/* a limit of 0 is the tightest there is, not "none" (0 means none
+	 * to the callers): it reads as 1 byte */
+	put(a, "memory.high", "0\n");
+	assert_true(mon_walk_limit(top, b, v2, &where) == 1);
+	assert_string_equal(where, a);
+	free(where);
+	put(a, "memory.high", "max\n");
 	/* a trailing slash on top; a dir outside top walks nothing */
 	char topslash[64];
 	snprintf(topslash, sizeof(topslash), "%s/", top);

@@ -326,7 +326,10 @@ uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *nam
 			break;
 	}
 	free(cur);
-	return best;
+	/* a limit of 0 (v2 memory.max or memory.high written 0) is a limit,
+	 * the tightest: report it as 1 byte, because 0 means "none" to every
+	 * caller (vr_ctx_memory_limit() included) */
+	return best == 0 ? 1 : best;
 }
 
 uint64_t mon_readahead_max(const char *dir)
