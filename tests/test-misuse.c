@@ -13,7 +13,8 @@
  *                    anywhere in it, and traps after a purge anywhere in it;
  *   trap_unknown     VRANGE_TRAP=bogus: ignored (the automatic choice),
  *                    one warning line on stderr for two contexts;
- *   trap_unknown_fn  the same warning reaches a vr_log_fn at VR_LOG_WARNING;
+ *   trap_unknown_fn  the same warning reaches a vr_log_fn at VR_LOG_WARNING,
+ *                    once, also after a first vr_ctx_new short of fds;
  *   guard_refused    VRANGE_TRAP=guard where guard markers are refused (a
  *                    seccomp filter makes MADV_GUARD_INSTALL fail with
  *                    EINVAL, as kernels before 6.13 do): vr_ctx_new fails
@@ -169,6 +170,17 @@ static void log_fn(int prio, const char *msg, void *arg)
 static void sc_trap_unknown_fn(void)
 {
 	vr_set_log_fn(log_fn, NULL);
+	/* a first call short of fds chooses nothing (mem-trap.c, PROBES):
+	 * the next one reads VRANGE_TRAP again, but warns no second time */
+	struct rlimit old, rl;
+	CK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl.rlim_cur = 3;
+	rl.rlim_max = old.rlim_max;
+	CK_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	struct vr_ctx *c = NULL;
+	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
+	CK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+	CK_EQ(rc, -EMFILE);
 	two_ctxs_automatic();
 	CK_EQ(atomic_load(&warnings), 1);
 	vr_set_log_fn(NULL, NULL);

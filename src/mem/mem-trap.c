@@ -240,10 +240,13 @@ int vr_trap_init(void)
 		b = &backends[i];
 		known = true;
 	}
-	/* A2: an unknown value is ignored, with one warning (this runs once:
-	 * the backend is set below whatever is chosen) */
+	/* A2: an unknown value is ignored, with one warning (this runs again
+	 * only after a call that set nothing: a probe short of fds) */
+	static bool warned;
 	if (env && !known) {
-		vr_warn("VRANGE_TRAP=%.32s is not guard, mprotect or uffd: ignored", env);
+		if (!warned)
+			vr_warn("VRANGE_TRAP=%.32s is not guard, mprotect or uffd: ignored", env);
+		warned = true;
 		env = NULL;
 	}
 	for (size_t i = 0; !b && i < VR_ARRAY_SIZE(backends); i++) {
