@@ -787,6 +787,80 @@ static void sc_child_destroy_threads(void)
 	vr_ctx_destroy(c);
 }
 
+/* review: a child destroys inherited shared regions while another of its
+ * threads makes and destroys shared regions of its own.  Both change this
+ * process's list of shared-state mappings; the inherited destroy did it
+ * without the list's lock (the child freed an entry the other thread had
+ * just linked behind it: heap-use-after-free under ASan, a torn list
+ * without) */
+enum { NSHINH = 48 };
+static struct vr_region *shinh[NSHINH];
+static struct vr_ctx *sh_own;
+static atomic_int sh_stop;
+
+static void *shared_churn(void *arg)
+{
+	(void)arg;
+	size_t P = vt_pg();
+	pthread_barrier_wait(&inh_bar);
+	while (!atomic_load(&sh_stop)) {
+		struct vr_region *r;
+		CK_EQ(vr_region_new(sh_own, "vt-shown", P, VR_REGION_SHARED, &r), 0);
+		vr_region_destroy(r);
+	}
+	return NULL;
+}
+
+static void sc_child_shared_threads(void)
+{
+	struct vr_ctx *c;
+	int rc = vr_ctx_new(VR_CTX_NO_MONITOR, &c);
+	if (rc == -EOPNOTSUPP && vt_trap_optional(getenv("VRANGE_TRAP")))
+		_exit(77); /* vt_run_scenario_each_trap: not supported here */
+	CK_EQ(rc, 0);
+	size_t P = vt_pg();
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < NSHINH; i++) {
+			rc = vr_region_new(c, "vt-shinh", P, VR_REGION_SHARED, &shinh[i]);
+			if (rc == -EOPNOTSUPP)
+				_exit(77); /* S32: no trap for shared regions here */
+			CK_EQ(rc, 0);
+		}
+		pid_t pid = fork();
+		CK(pid >= 0);
+		if (pid == 0) {
+			alarm(10);
+			CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sh_own), 0);
+			pthread_t t;
+			pthread_barrier_init(&inh_bar, NULL, 2);
+			CK_EQ(pthread_create(&t, NULL, shared_churn, NULL), 0);
+			pthread_barrier_wait(&inh_bar);
+			/* newest first: the list's head, where the other thread
+			 * links and unlinks */
+			for (int i = NSHINH - 1; i >= 0; i--)
+				vr_region_destroy(shinh[i]);
+			atomic_store(&sh_stop, 1);
+			pthread_join(t, NULL);
+			/* the list is whole: a file of the child's own joins its
+			 * one state, and everything goes */
+			struct vr_region *a, *b;
+			CK_EQ(vr_region_new(sh_own, "vt-shown", P, VR_REGION_SHARED, &a), 0);
+			CK_EQ(vr_region_from_fd(sh_own, vr_region_fd(a), VR_REGION_SHARED, &b), 0);
+			CK_EQ(vr_mark(a, 0, P), VR_INTACT);
+			CK_EQ(vr_status(b, 0, P), VR_STATE_VOLATILE);
+			vr_ctx_destroy(sh_own);
+			vr_ctx_destroy(c);
+			_exit(0);
+		}
+		int st;
+		CK_EQ(waitpid(pid, &st, 0), pid);
+		CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status 0x%x", st);
+		for (int i = 0; i < NSHINH; i++)
+			vr_region_destroy(shinh[i]);
+	}
+	vr_ctx_destroy(c);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "child_handles", sc_child_handles },
 	{ "child_destroy", sc_child_destroy },
@@ -797,6 +871,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "exec_check", sc_exec_check },
 	{ "fork_log", sc_fork_log },
 	{ "child_destroy_threads", sc_child_destroy_threads },
+	{ "child_shared_threads", sc_child_shared_threads },
 };
 
 /* ------------------------------------------------------------------ */
@@ -854,6 +929,12 @@ static void test_child_destroys_in_two_threads(void **state)
 	run_ok("child_destroy_threads");
 }
 
+static void test_child_shared_in_two_threads(void **state)
+{
+	(void)state;
+	vt_run_scenario_each_trap("child_shared_threads"); /* guard: the coop protocol */
+}
+
 static void test_exec_leaves_no_fd(void **state)
 {
 	(void)state;
@@ -875,6 +956,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_exec_leaves_no_fd),
 		cmocka_unit_test(test_fork_while_logging),
 		cmocka_unit_test(test_child_destroys_in_two_threads),
+		cmocka_unit_test(test_child_shared_in_two_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

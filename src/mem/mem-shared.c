@@ -218,12 +218,14 @@ out:
 }
 
 /* inherited (a fork child, vr_global_lock held): only the child's copy of
- * the list entry is freed; the lock may be a copy of a held one, and the
- * list is the child's own after its fork hook */
+ * the list entry is freed, under shm_lock all the same: the fork hook
+ * re-created it, and another thread of the child may be linking or
+ * unlinking its own files' entries in the same list (without it a child
+ * that destroyed an inherited shared region while another of its threads
+ * made one freed an entry the other had just linked behind) */
 void vr_shared_put(struct vr_shm_map *sm, bool inherited)
 {
-	if (!inherited)
-		vr_lock(&shm_lock, VR_RANK_SHM);
+	vr_lock(&shm_lock, VR_RANK_SHM);
 	if (--sm->refs == 0) {
 		struct vr_shm_map **pp = &shm_list;
 		while (*pp && *pp != sm)
@@ -234,8 +236,7 @@ void vr_shared_put(struct vr_shm_map *sm, bool inherited)
 			munmap(sm->shm, sm->state_size);
 		free(sm);
 	}
-	if (!inherited)
-		vr_unlock(&shm_lock);
+	vr_unlock(&shm_lock);
 }
 
 /* ---- the lock, and the repair after a holder died ---- */
