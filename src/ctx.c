@@ -268,6 +268,12 @@ ssize_t vr_ctx_purge_in(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_go
 	struct vr_notify_batch b = { 0 };
 	uint64_t total = 0;
 	do {
+		/* a purge handler that forked returns in the child too, and
+		 * the call goes on there: the ctx is then inherited, and its
+		 * purge lock may be held by a parent thread the child does not
+		 * have (obj-group.c, FORK IN A HANDLER) */
+		if (vr_inherited_ctx(c))
+			break;
 		b.full = false;
 		vr_lock(&c->purge_lock, VR_RANK_PURGE);
 		vr_ctx_sync_shared(c);
@@ -331,8 +337,12 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
 		if (got < 0)
 			return (int)got; /* -EDEADLK: see vr_ctx_purge_lru */
+		/* in a fork child (a purge handler forked, see
+		 * vr_ctx_purge_in) r's lock may be held by a parent thread,
+		 * and nothing of r is mapped: purged as far as it can tell */
 		if (rc == VR_INTACT)
-			rc = vr_region_purged_in(r, off, len) ? VR_PURGED : VR_INTACT;
+			rc = vr_inherited_ctx(c) || vr_region_purged_in(r, off, len) ? VR_PURGED
+										     : VR_INTACT;
 	}
 	return rc;
 }

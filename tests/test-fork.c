@@ -861,6 +861,100 @@ static void sc_child_shared_threads(void)
 	vr_ctx_destroy(c);
 }
 
+/* review: a purge handler forks (S37 forbids no call) and returns in the
+ * child too, where the purge call goes on with inherited handles; at the
+ * fork another thread held the ctx's purge lock (its purge was logging,
+ * held in the log function until the fork).  The child's call went on to
+ * its next batch, took that lock and hung; it also called the handler
+ * for the parent's purges.  Now the call returns in the child and only
+ * the parent reports its purges, each once. */
+enum { NHF = 100 }; /* more than one report batch (64 units) */
+static struct {
+	struct vr_ctx *c;
+	struct vr_group *g, *g2;
+	pid_t parent, child;
+	pthread_t holder;
+	atomic_int hold, held, forked, calls, child_calls;
+} HF;
+
+static void hf_log(int prio, const char *msg, void *arg)
+{
+	(void)prio, (void)msg, (void)arg;
+	/* the holder's purge logs with the purge lock held: keep it there
+	 * until the other thread forked (calls no vr_* function) */
+	if (pthread_equal(pthread_self(), HF.holder) && atomic_load(&HF.hold)) {
+		atomic_store(&HF.held, 1);
+		while (!atomic_load(&HF.forked))
+			sched_yield();
+	}
+}
+
+static void *hf_holder(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&HF.hold))
+		sched_yield();
+	CK(vr_group_purge(HF.g2, SIZE_MAX) > 0);
+	return NULL;
+}
+
+static void hf_handler(struct vr_obj *o, void *arg)
+{
+	(void)o, (void)arg;
+	if (getpid() != HF.parent) {
+		atomic_fetch_add(&HF.child_calls, 1);
+		return;
+	}
+	if (atomic_fetch_add(&HF.calls, 1) != 0)
+		return;
+	atomic_store(&HF.hold, 1);
+	while (!atomic_load(&HF.held))
+		sched_yield();
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		return; /* the child goes on with the purge call */
+	}
+	HF.child = pid;
+	atomic_store(&HF.forked, 1);
+}
+
+static void sc_handler_fork(void)
+{
+	size_t P = vt_pg();
+	HF.parent = getpid();
+	HF.holder = pthread_self(); /* not the holder until it runs */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &HF.c), 0);
+	CK_EQ(vr_group_new(HF.c, 1, &HF.g), 0);
+	CK_EQ(vr_group_new(HF.c, 2, &HF.g2), 0);
+	CK_EQ(vr_group_set_purge_handler(HF.g, hf_handler, NULL), 0);
+	struct vr_obj *o[NHF], *o2;
+	for (int i = 0; i < NHF; i++) {
+		CK_EQ(vr_obj_new_in(HF.g, 2 * P, 0, 0, &o[i]), 0);
+		CK_EQ(vr_obj_unpin(o[i]), 0);
+	}
+	CK_EQ(vr_obj_new_in(HF.g2, 2 * P, 0, 0, &o2), 0);
+	CK_EQ(vr_obj_unpin(o2), 0);
+	vr_set_log_fn(hf_log, NULL);
+	CK_EQ(pthread_create(&HF.holder, NULL, hf_holder, NULL), 0);
+	ssize_t n = vr_group_purge(HF.g, SIZE_MAX);
+	if (getpid() != HF.parent) {
+		/* the child: its call returned, and reported nothing of the
+		 * parent's */
+		CK_EQ(atomic_load(&HF.child_calls), 0);
+		_exit(0);
+	}
+	CK_EQ(n, (ssize_t)(NHF * 2 * P));
+	int st;
+	CK_EQ(waitpid(HF.child, &st, 0), HF.child);
+	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status 0x%x", st);
+	CK_EQ(atomic_load(&HF.calls), NHF); /* each purge reported once */
+	CK_EQ(pthread_join(HF.holder, NULL), 0);
+	vr_set_log_fn(NULL, NULL);
+	vr_ctx_destroy(HF.c);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "child_handles", sc_child_handles },
 	{ "child_destroy", sc_child_destroy },
@@ -872,6 +966,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "fork_log", sc_fork_log },
 	{ "child_destroy_threads", sc_child_destroy_threads },
 	{ "child_shared_threads", sc_child_shared_threads },
+	{ "handler_fork", sc_handler_fork },
 };
 
 /* ------------------------------------------------------------------ */
@@ -935,6 +1030,12 @@ static void test_child_shared_in_two_threads(void **state)
 	vt_run_scenario_each_trap("child_shared_threads"); /* guard: the coop protocol */
 }
 
+static void test_fork_in_purge_handler(void **state)
+{
+	(void)state;
+	run_ok("handler_fork");
+}
+
 static void test_exec_leaves_no_fd(void **state)
 {
 	(void)state;
@@ -957,6 +1058,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fork_while_logging),
 		cmocka_unit_test(test_child_destroys_in_two_threads),
 		cmocka_unit_test(test_child_shared_in_two_threads),
+		cmocka_unit_test(test_fork_in_purge_handler),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

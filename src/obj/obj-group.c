@@ -253,8 +253,23 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
 		vr_opage_drop(&p[i]);
 }
 
+/* FORK IN A HANDLER.  A purge handler may fork (S37: no call is
+ * forbidden to it) and return in the child too, where the call that
+ * purged then goes on: but there the group is inherited (S18), and the
+ * locks that reporting takes after a call (the requeue heap, the LRU
+ * logs, a free list) may be held by parent threads the child does not
+ * have.  So in a child the batch is dropped where the fork left it: the
+ * parent reports its own purges, and the child's copies of the groups
+ * are only freed (its puts are skipped: a copy is leaked at worst). */
+static bool objs_inherited(const struct vr_objs *os)
+{
+	return vr_gen_inherited(os->ctx->fork_gen);
+}
+
 static void report(struct vr_objs *os, struct vr_obj *o)
 {
+	if (objs_inherited(os))
+		return; /* FORK IN A HANDLER: the child */
 	uint64_t s = atomic_load(&o->state);
 	do {
 		if ((s & (OS_LIVE | OS_NOTIFY)) != (OS_LIVE | OS_NOTIFY))
@@ -265,6 +280,8 @@ static void report(struct vr_objs *os, struct vr_obj *o)
 	vr_purge_fn fn = (vr_purge_fn)vr_cb_slot_get(&os->purge, &arg);
 	if (fn) /* NULL: removed since the purge, which goes unreported */
 		fn(o, arg);
+	if (objs_inherited(os))
+		return; /* the handler forked: this is the child (FORK IN A HANDLER) */
 	/* the call returned.  o may have been freed during it (by the
 	 * handler or another thread): then its handle was kept out of reuse
 	 * until now (obj-alloc.c handle_freed), so this clear cannot land
@@ -319,7 +336,8 @@ static void notify_now(struct vr_notify_batch *b)
 		report_unit(b->e[k].os, b->e[k].unit);
 	vr_cb_leave(cb);
 	for (size_t k = 0; k < b->n; k++)
-		vr_objs_put(b->e[k].os);
+		if (!objs_inherited(b->e[k].os))
+			vr_objs_put(b->e[k].os);
 	b->n = 0;
 	notify_depth--;
 }
