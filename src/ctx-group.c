@@ -90,6 +90,7 @@ static void unlink_group(struct vr_ctx *c, struct vr_objs *os)
 _export_ void vr_group_destroy(struct vr_group *g)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* its chunks' fds closed */
 	if (!g)
 		return;
 	struct vr_objs *os = vr_group_objs(g);

@@ -109,6 +109,7 @@ _export_ int vr_region_new(struct vr_ctx *ctx, const char *name, size_t size, un
 			   struct vr_region **out)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* a shared file's tail written (pwrite) */
 	struct vr_region *r;
 	if (!out)
 		return -EINVAL;
@@ -120,6 +121,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 			     struct vr_region **out)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* /proc/self/smaps read */
 	struct vr_region *r;
 	if (!out)
 		return -EINVAL;
@@ -130,6 +132,7 @@ _export_ int vr_region_adopt(struct vr_ctx *ctx, void *addr, size_t len, unsigne
 _export_ int vr_region_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct vr_region **out)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* a shared file's tail read (pread) */
 	struct vr_region *r;
 	if (!out)
 		return -EINVAL;

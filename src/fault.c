@@ -365,6 +365,9 @@ static int claim_range(uint64_t key, bool *wait)
 
 static void wait_range(uint64_t key)
 {
+	/* nanosleep is a cancellation point: a cancel pending in the
+	 * faulting thread acts after its access, not in here (vrange.h) */
+	vr_nocancel_enter();
 	for (long spins = 0; spins < WAIT_SPINS && fill_busy(key); spins++) {
 		if (spins > 64) {
 			struct timespec ts = { 0, 10000 }; /* 10 us */
@@ -373,6 +376,7 @@ static void wait_range(uint64_t key)
 			sched_yield();
 		}
 	}
+	vr_nocancel_leave();
 }
 
 /* the kernel cannot read the byte at addr now (a trap, or PROT_NONE) */
@@ -409,8 +413,11 @@ static void unclaimed(struct vr_region *r, void *addr, uint64_t gen, int sig, si
 		      void *ucv, struct sigaction *pp)
 {
 	if (r->coop_m && !vr_coop_caught_up(r->coop_m)) {
-		/* wait for the listener (mem-trap-coop.c), then re-run */
+		/* wait for the listener (mem-trap-coop.c), then re-run; no
+		 * cancellation in its nanosleep (wait_range) */
+		vr_nocancel_enter();
 		vr_trap_coop_wait(r);
+		vr_nocancel_leave();
 		return;
 	}
 	/* the re-fault record: base/refault.h */

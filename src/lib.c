@@ -92,6 +92,7 @@ static void live_forget(struct vr_ctx *c)
 _export_ int vr_ctx_new(unsigned flags, struct vr_ctx **out)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* the monitor's files, the trap probe */
 	if (!out || (flags & ~VR_CTX_NO_MONITOR))
 		return -EINVAL;
 	pthread_once(&init_once, global_init);
@@ -139,6 +140,7 @@ fail_live:
 _export_ void vr_ctx_destroy(struct vr_ctx *c)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* the monitor's wake-up and join */
 	if (!c)
 		return;
 	live_forget(c); /* aborts unless c is live: nothing of it is read before */

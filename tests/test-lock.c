@@ -204,6 +204,148 @@ static void sc_cancel_in_handler(void)
 	_exit(0);
 }
 
+/* ---- review: "no vr_* call is a cancellation point" held only while a
+ * lock or a callback section was held.  Calls that make cancellation
+ * points outside every lock (vr_ctx_new's monitor files, vr_ctx_destroy's
+ * join of the monitor, a shared file's tail pread/pwrite, adopt's
+ * /proc/self/smaps, vr_region_fill's pwrite, a chunk's close, a
+ * VRANGE_DEBUG line's write) and a faulting thread waiting for another's
+ * regeneration (nanosleep in the SIGSEGV handler) were unwound there: a
+ * vr_ctx_destroy cancelled in its join left the ctx out of the live list,
+ * never freed.  Each case: a thread with a deferred cancel pending makes
+ * the call; it must return, and the cancel act at the next cancellation
+ * point after it. ---- */
+enum { NSLOW = 10 };
+static struct {
+	struct vr_ctx *c;
+	struct vr_region *r, *sh;
+	struct vr_obj *o;
+	struct vr_group *g;
+	void *span;
+	int which, returned;
+	atomic_int in_handler;
+} SL;
+
+static int slow_fault_fn(struct vr_region *r, size_t off, size_t len, void *addr, void *arg)
+{
+	(void)addr, (void)arg;
+	atomic_store(&SL.in_handler, 1);
+	struct timespec ts = { 0, 100 * 1000 * 1000 }; /* the other thread waits */
+	nanosleep(&ts, NULL);
+	return vr_unmark(r, off, len) >= 0 ? VR_FAULT_RETRY : VR_FAULT_SIGBUS;
+}
+
+static void *slow_toucher(void *arg)
+{
+	(void)arg;
+	(void)*(volatile uint8_t *)vr_region_base(SL.r);
+	return NULL;
+}
+
+static void *slow_worker(void *arg)
+{
+	(void)arg;
+	size_t P = vt_pg();
+	/* nothing of the frame's address taken (static): ASan's stack
+	 * redzones are not cleared by the cancel's unwind (as cancel_worker) */
+	static struct vr_region *r;
+	static uint8_t buf[64] = { 1 };
+	pthread_cancel(pthread_self()); /* pending, deferred */
+	switch (SL.which) {
+	case 0:
+		CK_EQ(vr_ctx_new(0, &SL.c), 0);
+		break;
+	case 1:
+		vr_ctx_destroy(SL.c);
+		break;
+	case 2:
+		CK_EQ(vr_region_new(SL.c, "vt-slow", P, VR_REGION_SHARED, &SL.sh), 0);
+		break;
+	case 3:
+		CK_EQ(vr_region_from_fd(SL.c, vr_region_fd(SL.sh), 0, &r), 0);
+		vr_region_destroy(r);
+		break;
+	case 4:
+		CK_EQ(vr_region_adopt(SL.c, SL.span, 4 * P, 0, &r), 0);
+		vr_region_destroy(r);
+		break;
+	case 5:
+		CK_EQ(vr_region_fill(SL.r, 0, buf, sizeof(buf)), 0);
+		break;
+	case 6:
+		vr_obj_free(SL.o); /* its chunk's last object */
+		break;
+	case 7:
+		vr_group_destroy(SL.g);
+		break;
+	case 8:
+		CK(vr_ctx_notify_pressure(SL.c, VR_PRESSURE_MODERATE) >= 0);
+		break;
+	case 9: /* waits in the fault path for slow_toucher's handler call */
+		while (!atomic_load(&SL.in_handler))
+			sched_yield();
+		CK_EQ(*(volatile uint8_t *)vr_region_base(SL.r), 0);
+		break;
+	}
+	SL.returned = 1;
+	pthread_testcancel();
+	return NULL;
+}
+
+static void sc_cancel_slow_calls(void)
+{
+	size_t P = vt_pg();
+	SL.span = mmap(NULL, 4 * P, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CK(SL.span != MAP_FAILED);
+	pthread_t t2 = 0;
+	for (SL.which = 0; SL.which < NSLOW; SL.which++) {
+		switch (SL.which) {
+		case 1: /* one of its own, with its monitor thread */
+			if (SL.c)
+				vr_ctx_destroy(SL.c);
+			CK_EQ(vr_ctx_new(0, &SL.c), 0);
+			break;
+		case 2: /* case 1 destroyed it */
+			CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &SL.c), 0);
+			break;
+		case 3:
+		case 4:
+		case 5:
+			CK_EQ(vr_region_new(SL.c, "vt-slow", P, 0, &SL.r), 0);
+			break;
+		case 6:
+			CK_EQ(vr_obj_new(SL.c, 3 * P, 0, &SL.o), 0);
+			break;
+		case 7:
+			CK_EQ(vr_group_new(SL.c, 1, &SL.g), 0);
+			CK_EQ(vr_obj_new_in(SL.g, 3 * P, 0, 0, &SL.o), 0);
+			break;
+		case 8:
+			CK_EQ(vr_region_new(SL.c, "vt-slow", 2 * P, 0, &SL.r), 0);
+			CK_EQ(vr_mark(SL.r, 0, 2 * P), VR_INTACT);
+			break;
+		case 9:
+			CK_EQ(vr_region_new(SL.c, "vt-slow", P, 0, &SL.r), 0);
+			CK_EQ(vr_region_set_fault_handler(SL.r, slow_fault_fn, NULL), 0);
+			CK_EQ(vr_mark(SL.r, 0, P), VR_INTACT);
+			CK_EQ(vr_ctx_purge(SL.c, SIZE_MAX), P);
+			CK_EQ(pthread_create(&t2, NULL, slow_toucher, NULL), 0);
+			break;
+		}
+		SL.returned = 0;
+		pthread_t t;
+		void *ret = NULL;
+		CK_EQ(pthread_create(&t, NULL, slow_worker, NULL), 0);
+		CK_EQ(pthread_join(t, &ret), 0);
+		CK(ret == PTHREAD_CANCELED);
+		CK(SL.returned, "(case %d: the cancel acted inside the call)", SL.which);
+		if (SL.which == 9)
+			CK_EQ(pthread_join(t2, NULL), 0);
+	}
+	vr_ctx_destroy(SL.c);
+	_exit(0);
+}
+
 /* ---- asynchronous signal handlers that call the library (vrange.h:
  * "every function may be called from any thread at any time"; only a
  * call on the region the interrupted code uses is -EDEADLK).  A sender
@@ -370,6 +512,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "signal_level", sc_signal_level },
 	{ "cancel_in_call", sc_cancel_in_call },
 	{ "cancel_in_handler", sc_cancel_in_handler },
+	{ "cancel_slow_calls", sc_cancel_slow_calls },
 };
 
 static void test_held_stack(void **state)
@@ -455,6 +598,9 @@ static void test_cancel_in_call(void **state)
 	(void)state;
 	vt_assert_exit_ok(vt_run_scenario("cancel_in_call"));
 	vt_assert_exit_ok(vt_run_scenario("cancel_in_handler"));
+	vt_assert_exit_ok(vt_run_scenario("cancel_slow_calls"));
+	/* the log lines' write */
+	vt_assert_exit_ok(vt_run_scenario_trap("cancel_slow_calls", "mprotect", "VRANGE_DEBUG"));
 }
 
 int main(int argc, char **argv)

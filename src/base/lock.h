@@ -248,4 +248,25 @@ static inline void vr_api_leave(unsigned *nested)
 #define VR_API_ENTRY                                                                               \
 	unsigned vr_api_nested_ __attribute__((cleanup(vr_api_leave), unused)) = vr_api_enter()
 
+/* The header promises that no vr_* call is a cancellation point.  A call
+ * that makes system calls which are (open, read, pread, pwrite, write,
+ * close, pthread_join) outside every library lock keeps cancellation off
+ * for its whole run (NO CANCELLATION): a pthread_cancel pending at
+ * vr_ctx_destroy's join of the monitor unwound it with the ctx taken out
+ * of the live list and never freed.  VR_API_NOCANCEL after VR_API_ENTRY
+ * in those calls (the slow ones: the hot paths make no such call). */
+static inline unsigned vr_api_nocancel_enter(void)
+{
+	vr_nocancel_enter();
+	return 1;
+}
+static inline void vr_api_nocancel_leave(unsigned *on)
+{
+	(void)on;
+	vr_nocancel_leave();
+}
+#define VR_API_NOCANCEL                                                                            \
+	unsigned vr_api_nocancel_ __attribute__((cleanup(vr_api_nocancel_leave), unused)) =        \
+		vr_api_nocancel_enter()
+
 #endif

@@ -117,5 +117,9 @@ static void log_line(int prio, const char *buf)
 
 void vr_log_raw(const char *s)
 {
+	/* write is a cancellation point, and log lines come from calls
+	 * that hold no lock (VRANGE_DEBUG=1) and from the fault path */
+	vr_nocancel_enter();
 	ssize_t _unused_ w = write(STDERR_FILENO, s, strlen(s));
+	vr_nocancel_leave();
 }

@@ -94,6 +94,7 @@ int vr_objs_new_obj(struct vr_objs *os, size_t size, size_t extra, struct vr_obj
 _export_ void vr_obj_free(struct vr_obj *o)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* an emptied chunk's fd closed */
 	uint64_t s;
 	if (check_obj(o, &s) < 0)
 		return; /* NULL, or inherited: the child's copy goes with its ctx */

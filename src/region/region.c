@@ -570,6 +570,7 @@ _export_ int vr_status(struct vr_region *r, size_t off, size_t len)
 _export_ int vr_region_fill(struct vr_region *r, size_t off, const void *src, size_t len)
 {
 	VR_API_ENTRY;
+	VR_API_NOCANCEL; /* pwrite without the region lock */
 	int rc = check_span(r, off, len);
 	if (rc < 0)
 		return rc;
