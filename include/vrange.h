@@ -36,7 +36,9 @@
  *     thread and may call any vr_* function.  They must return (not leave
  *     with siglongjmp, nor let a SIGBUS handler jump out of them): a
  *     handler call is tracked until it returns (see
- *     vr_region_set_fault_handler()).
+ *     vr_region_set_fault_handler()).  The same holds for purge handlers
+ *     (vr_purge_fn) and log functions (vr_log_fn): none may leave with
+ *     longjmp or pthread_exit, or replacing it waits for ever.
  *   - Signal handlers: a vr_* call made from an asynchronous signal
  *     handler on a region (or ctx) that the interrupted code of the same
  *     thread is using returns -EDEADLK instead of waiting for a lock its
