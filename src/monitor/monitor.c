@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "monitor/monitor.h"
+#include "base/fork.h"
 #include "base/sys.h"
 #include "base/log.h"
 
@@ -332,6 +333,11 @@ static void *monitor_main(void *arg)
 	harden(m, &lk, &lklen);
 	mon_limit_thread_start(m);
 
+	/* a purge handler run by this thread may fork and return in the
+	 * child, where this thread is then the only one and its ctx is
+	 * inherited (base/fork.h): the child's copy stops watching after
+	 * that round, rather than loop for ever on the parent's files */
+	const unsigned gen = atomic_load(&vr_fork_gen);
 	uint64_t now = vr_now_ms();
 	for (;;) {
 		build_pollfds(m, &f);
@@ -357,6 +363,8 @@ static void *monitor_main(void *arg)
 		}
 		periodic(m, now);
 		act(m, now);
+		if (vr_gen_inherited(gen))
+			break;
 	}
 	if (lklen)
 		munlock(lk, lklen);
