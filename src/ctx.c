@@ -335,6 +335,11 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
 		stuck = false;
 	}
+	/* ranges that other processes (or other ctxs of this process) mark
+	 * in a shared file clear no flag of this ctx, yet its limit takes
+	 * them (S29): with a shared file mapped the hint proves nothing */
+	if (stuck && atomic_load_explicit(&c->nshared, memory_order_relaxed))
+		stuck = false;
 	size_t limit = vr_ctx_effective_limit(c);
 	if (limit && !stuck && volatile_now(c) > limit) {
 		ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);

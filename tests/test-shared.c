@@ -690,6 +690,31 @@ static void sc_limit(void)
 	vr_ctx_destroy(VS.ctx);
 }
 
+/* S10 with S29: a limit purge that ran dry (only a range with no whole
+ * page left) must still take a range another process marked since: B's
+ * next vr_mark, even one that changes nothing in B, keeps B's limit */
+static void sc_limit_dry(void)
+{
+	size_t P = vt_pg();
+	vs_init();
+	int ra = vs_new_shared(&A, 16 * P);
+	struct vs_proc B = vs_spawn();
+	int rb = join_from(&B, &A, ra, 0);
+	CK_EQ(vs_call(&B, VS_LIMIT, 0, 100, 0, 0), 0);
+	/* P bytes over the limit, with no whole page: nothing purgeable */
+	CK_EQ(MARK(&B, rb, P / 2, P), VR_INTACT);
+	CK_EQ(STATUS(&A, ra, P / 2, P), VR_STATE_VOLATILE);
+	/* A marks a purgeable page; A has no limit */
+	CK_EQ(MARK(&A, ra, 4 * P, P), VR_INTACT);
+	CK_EQ(STATUS(&A, ra, 4 * P, P), VR_STATE_VOLATILE);
+	/* a mark inside B's range: no change, but the limit holds on return */
+	CK_EQ(MARK(&B, rb, P / 2, 10), VR_INTACT);
+	CK_EQ(STATUS(&A, ra, 4 * P, P), VP);
+	CK_EQ(STAT(&B, VR_STAT_VOLATILE_BYTES), P);
+	vs_stop(&B);
+	vr_ctx_destroy(VS.ctx);
+}
+
 static void sc_unpin(void)
 {
 	size_t P = vt_pg();
@@ -823,11 +848,11 @@ static void sc_data(void)
 }
 
 static const struct vt_scenario scenarios[] = {
-	{ "peer", vs_peer_main }, { "basic", sc_basic },   { "flags", sc_flags },
-	{ "traps", sc_traps },    { "refill", sc_refill }, { "edges", sc_edges },
-	{ "ages", sc_ages },      { "stats", sc_stats },   { "pressure", sc_pressure },
-	{ "limit", sc_limit },    { "unpin", sc_unpin },   { "capacity", sc_capacity },
-	{ "data", sc_data },
+	{ "peer", vs_peer_main },    { "basic", sc_basic },         { "flags", sc_flags },
+	{ "traps", sc_traps },       { "refill", sc_refill },       { "edges", sc_edges },
+	{ "ages", sc_ages },         { "stats", sc_stats },         { "pressure", sc_pressure },
+	{ "limit", sc_limit },       { "limit_dry", sc_limit_dry }, { "unpin", sc_unpin },
+	{ "capacity", sc_capacity }, { "data", sc_data },
 };
 
 SHARED_TEST(basic)
@@ -839,6 +864,7 @@ SHARED_TEST(ages)
 SHARED_TEST(stats)
 SHARED_TEST(pressure)
 SHARED_TEST(limit)
+SHARED_TEST(limit_dry)
 SHARED_TEST(unpin)
 SHARED_TEST(capacity)
 SHARED_TEST(data)
@@ -894,13 +920,13 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basic),        cmocka_unit_test(test_flags),
-		cmocka_unit_test(test_traps),        cmocka_unit_test(test_refill),
-		cmocka_unit_test(test_edges),        cmocka_unit_test(test_ages),
-		cmocka_unit_test(test_stats),        cmocka_unit_test(test_pressure),
-		cmocka_unit_test(test_limit),        cmocka_unit_test(test_unpin),
-		cmocka_unit_test(test_capacity),     cmocka_unit_test(test_data),
-		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_basic), cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_traps), cmocka_unit_test(test_refill),
+		cmocka_unit_test(test_edges), cmocka_unit_test(test_ages),
+		cmocka_unit_test(test_stats), cmocka_unit_test(test_pressure),
+		cmocka_unit_test(test_limit), cmocka_unit_test(test_limit_dry),
+		cmocka_unit_test(test_unpin), cmocka_unit_test(test_capacity),
+		cmocka_unit_test(test_data),  cmocka_unit_test(test_unprivileged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
