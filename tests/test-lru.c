@@ -8,6 +8,7 @@
  */
 #include "tests.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -467,9 +468,109 @@ static void test_lru_random(void **state)
 	vr_ctx_destroy(c);
 }
 
-int main(void)
+/* ---- counter stamps: a clocksource without vDSO (base/age.c) ----
+ * The library picks its stamp source by the clocksource's name at the first
+ * vr_ctx_new.  A scenario run with VT_CLOCKSOURCE set reads that name from
+ * this fopen64, which interposes the library's: the counter then stamps
+ * private ranges and objects, the clock a shared file's ranges. */
+FILE *fopen64(const char *path, const char *mode)
+{
+	static FILE *(*real)(const char *, const char *);
+	const char *fake = getenv("VT_CLOCKSOURCE");
+	if (fake && strstr(path, "current_clocksource")) {
+		static char buf[64];
+		snprintf(buf, sizeof(buf), "%s\n", fake);
+		return fmemopen(buf, strlen(buf), "r");
+	}
+	if (!real)
+		real = (FILE * (*)(const char *, const char *)) dlsym(RTLD_NEXT, "fopen64");
+	return real(path, mode);
+}
+
+static bool counter_seen;
+static void counter_log(int prio, const char *msg, void *arg)
+{
+	(void)prio;
+	(void)arg;
+	if (strstr(msg, "age stamps: counter"))
+		counter_seen = true;
+}
+
+static struct vr_region *cs_r2;
+static struct vr_obj *cs_o2;
+static void *counter_thread(void *arg)
+{
+	(void)arg;
+	CK_EQ(vr_mark(cs_r2, 0, P), VR_INTACT);
+	CK_EQ(vr_obj_unpin(cs_o2), 0);
+	return NULL;
+}
+
+/* a thread that marked a shared file (a clock stamp) must not stamp its
+ * later private ranges and objects above those another thread marks
+ * after it (S8, S22), nor a group made there get an age base above other
+ * threads' stamps */
+static void sc_counter_ages(void)
+{
+	vr_set_log_fn(counter_log, NULL);
+	struct vr_ctx *c;
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	vr_set_log_fn(NULL, NULL);
+	CK(counter_seen, "(the stamps do not come from the counter)");
+	struct vr_region *r1, *rs;
+	struct vr_group *g;
+	struct vr_obj *o1;
+	CK_EQ(vr_region_new(c, "vt-p1", 4 * P, 0, &r1), 0);
+	CK_EQ(vr_region_new(c, "vt-p2", 4 * P, 0, &cs_r2), 0);
+	int rc = vr_region_new(c, "vt-s", 4 * P, VR_REGION_SHARED, &rs);
+	if (rc == -EOPNOTSUPP)
+		exit(77);
+	CK_EQ(rc, 0);
+	CK_EQ(vr_mark(r1, 2 * P, P), VR_INTACT); /* P0 */
+	CK_EQ(vr_mark(rs, 0, P), VR_INTACT);     /* a clock stamp in this thread */
+	CK_EQ(vr_group_new(c, 4, &g), 0);
+	CK_EQ(vr_obj_new_in(g, P, 0, 0, &o1), 0);
+	CK_EQ(vr_obj_new_in(g, P, 0, 0, &cs_o2), 0);
+	CK_EQ(vr_mark(r1, 0, P), VR_INTACT); /* X1 */
+	CK_EQ(vr_obj_unpin(o1), 0);
+	pthread_t t; /* X2, then o2, in another thread, after all of these */
+	CK_EQ(pthread_create(&t, NULL, counter_thread, NULL), 0);
+	CK_EQ(pthread_join(t, NULL), 0);
+	const int vp = VR_STATE_VOLATILE | VR_STATE_PURGED;
+	for (int i = 1; i <= 5; i++) {
+		CK_EQ(vr_ctx_purge(c, P), (ssize_t)P);
+		int st[5] = { vr_status(r1, 2 * P, P) == vp, vr_status(r1, 0, P) == vp,
+			      vr_obj_status(o1) == vp, vr_status(cs_r2, 0, P) == vp,
+			      vr_obj_status(cs_o2) == vp };
+		for (int k = 0; k < 5; k++)
+			CK(st[k] == (k < i), "(purge %d: unit %d of P0 X1 o1 X2 o2 is %s)", i, k,
+			   st[k] ? "purged" : "not purged");
+	}
+	vr_ctx_destroy(c);
+}
+
+static void test_lru_counter_ages(void **state)
+{
+	(void)state;
+	setenv("VT_CLOCKSOURCE", "hpet", 1);
+	int st = vt_run_scenario("counter_ages");
+	unsetenv("VT_CLOCKSOURCE");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+		skip();
+	vt_assert_exit_ok(st);
+}
+
+static const struct vt_scenario scenarios[] = {
+	{ "counter_ages", sc_counter_ages },
+};
+
+int main(int argc, char **argv)
 {
 	P = vt_pg();
+	int rc = vt_scenario_dispatch(argc, argv, scenarios,
+				      sizeof(scenarios) / sizeof(scenarios[0]), 60);
+	if (rc >= 0)
+		return rc;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lru_many_regions_interleaved),
 		cmocka_unit_test(test_lru_unmark_split_keeps_age),
@@ -479,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_lru_region_destroyed),
 		cmocka_unit_test(test_lru_threads_handoff),
 		cmocka_unit_test(test_lru_random),
+		cmocka_unit_test(test_lru_counter_ages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

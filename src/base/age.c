@@ -71,7 +71,13 @@
 
 static bool use_clock;
 static _Atomic uint64_t counter;
-static __thread uint64_t tls_last __attribute__((tls_model("initial-exec")));
+/* this thread's last stamp, one per source (index: clock or not): under
+ * the counter a shared file's clock stamp must not raise the thread's next
+ * counter stamps into the clock's range, above those of every other thread
+ * (private ranges and objects out of order; a group made there would get
+ * an age base above other threads' later unpins); under the clock both
+ * are one */
+static __thread uint64_t tls_last[2] __attribute__((tls_model("initial-exec")));
 
 void vr_age_init(void)
 {
@@ -101,11 +107,11 @@ static uint64_t stamp(uint64_t *last, bool clock)
 	} else {
 		t = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed) + 1;
 	}
-	if (t <= tls_last)
-		t = tls_last + 1;
+	if (t <= tls_last[clock])
+		t = tls_last[clock] + 1;
 	if (t <= *last)
 		t = *last + 1;
-	tls_last = *last = t;
+	tls_last[clock] = *last = t;
 	return t;
 }
 
