@@ -330,11 +330,9 @@ _export_ int vr_mark(struct vr_region *r, size_t off, size_t len)
 	 * purgeable range clears the flag (written only when set, so marks
 	 * on different regions do not share a written cache line). */
 	struct vr_ctx *c = r->ctx;
-	bool stuck = atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
-	if (added && stuck) {
-		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
-		stuck = false;
-	}
+	if (added)
+		vr_ctx_added(c);
+	bool stuck = !added && atomic_load_explicit(&c->limit_stuck, memory_order_relaxed);
 	/* ranges that other processes (or other ctxs of this process) mark
 	 * in a shared file clear no flag of this ctx, yet its limit takes
 	 * them (S29): with a shared file mapped the hint proves nothing */

@@ -39,6 +39,8 @@ struct vr_ctx {
 	const struct vr_source_ops *region_src, *group_src;
 	size_t ngroups, groups_cap;
 	_Atomic bool limit_stuck; /* the last purge could not reach its goal */
+	_Atomic bool purging;     /* a ctx-wide purge run is under way ... */
+	_Atomic uint64_t adds;    /* ... and marks added purgeable ranges meanwhile */
 	unsigned fork_gen;        /* vr_fork_gen at creation; immutable */
 	unsigned flags;           /* immutable */
 
@@ -93,6 +95,26 @@ static inline void vr_ctx_unstick(struct vr_ctx *c)
 {
 	if (atomic_load_explicit(&c->limit_stuck, memory_order_relaxed))
 		atomic_store_explicit(&c->limit_stuck, false, memory_order_relaxed);
+}
+
+/* vr_mark added a purgeable range.  A ctx-wide purge run may have passed
+ * its region already (or snapshotted the regions before it), run dry and
+ * be about to set the "nothing purgeable" hint after this thread read it:
+ * then no later mark's limit check would take the range.  Dekker's way
+ * against that, with purge.c (vr_purge_run): the range is published, the
+ * fence, then purging is read; the run sets purging, the fence, then
+ * reads the regions.  So either the run sees the range or this thread
+ * sees purging and counts an add, and either the run, after setting the
+ * hint, sees adds move and takes the hint back, or this thread sees the
+ * hint and clears it.  Only on the adding path: an intact or inside mark
+ * pays nothing. */
+static inline void vr_ctx_added(struct vr_ctx *c)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&c->purging))
+		atomic_fetch_add(&c->adds, 1);
+	if (atomic_load(&c->limit_stuck))
+		atomic_store(&c->limit_stuck, false);
 }
 
 static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)

@@ -308,6 +308,14 @@ ssize_t vr_purge_run(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal 
 	uint64_t pid = atomic_load_explicit(&gen_pid, memory_order_relaxed);
 	u.st.gen = pid << 40 ^ (atomic_fetch_add_explicit(&gen_seq, 1, memory_order_relaxed) + 1);
 	u.side = (struct vr_purge_step){ .gen = u.st.gen, .batch = b, .older = never_older };
+	/* marks that add a purgeable range while the run looks for one
+	 * (vr_ctx_added): set before any region is read */
+	uint64_t adds = 0;
+	if (!only) {
+		atomic_store(&c->purging, true);
+		atomic_thread_fence(memory_order_seq_cst);
+		adds = atomic_load(&c->adds);
+	}
 	bool dry = true;
 	for (int p = only ? u.gops->priority(only) : 0; p < VR_NPRIO; p++) {
 		u.prio = p;
@@ -322,7 +330,14 @@ ssize_t vr_purge_run(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal 
 	 * remember it, so that limit checks of marks that add nothing
 	 * purgeable skip the walk over every region (vr_mark clears it when
 	 * it adds a purgeable range) */
-	if (!only && dry)
-		atomic_store_explicit(&c->limit_stuck, true, memory_order_relaxed);
+	if (!only && dry) {
+		atomic_store(&c->limit_stuck, true);
+		/* unless a mark added a purgeable range meanwhile, which the run
+		 * may have passed over: then the hint would be false */
+		if (atomic_load(&c->adds) != adds)
+			atomic_store(&c->limit_stuck, false);
+	}
+	if (!only)
+		atomic_store(&c->purging, false);
 	return (ssize_t)u.reclaimed;
 }

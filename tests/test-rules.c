@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -785,6 +786,70 @@ static void test_s10_limit_at_mark_time(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* A ctx-wide purge that runs dry sets a "nothing purgeable" hint that
+ * lets later marks which add nothing purgeable skip the limit.  A range
+ * another thread marks while the purge runs, in a region the purge has
+ * already passed over (or never saw), must not be left behind that hint:
+ * the next mark still keeps the limit.  The purge is held in the middle
+ * by the log function (called on each purged range) while a second
+ * thread marks. */
+static struct {
+	sem_t go, done;
+	struct vr_region *r;
+	bool posted;
+	int rc;
+} dry;
+
+static void dry_log(int prio, const char *msg, void *arg)
+{
+	(void)prio;
+	(void)arg;
+	if (!dry.posted && strstr(msg, "purged region")) {
+		dry.posted = true;
+		sem_post(&dry.go);
+		sem_wait(&dry.done);
+	}
+}
+
+static void *dry_marker(void *arg)
+{
+	(void)arg;
+	sem_wait(&dry.go);
+	dry.rc = vr_mark(dry.r, 0, P); /* within the limit: no purge of its own */
+	sem_post(&dry.done);
+	return NULL;
+}
+
+static void test_s10_limit_after_dry_purge(void **state)
+{
+	(void)state;
+	struct vr_ctx *c = new_ctx();
+	struct vr_region *rx = new_region(c, 4 * P), *rz = new_region(c, 4 * P);
+	dry.r = new_region(c, 4 * P);
+	dry.posted = false;
+	assert_int_equal(sem_init(&dry.go, 0, 0), 0);
+	assert_int_equal(sem_init(&dry.done, 0, 0), 0);
+	assert_int_equal(vr_ctx_set_limit(c, P + P / 2), 0);
+	assert_int_equal(vr_mark(rx, 0, P), VR_INTACT);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, dry_marker, NULL), 0);
+	vr_set_log_fn(dry_log, NULL);
+	assert_int_equal(vr_ctx_purge(c, SIZE_MAX), (ssize_t)P); /* X; Y comes meanwhile */
+	vr_set_log_fn(NULL, NULL);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(dry.posted);
+	assert_int_equal(dry.rc, VR_INTACT);
+	assert_int_equal(vr_status(dry.r, 0, P), V);
+	/* P bytes with no whole page: over the limit, and Y is purgeable */
+	int rc = vr_mark(rz, P / 2, P);
+	assert_int_equal(rc, VR_INTACT);
+	assert_int_equal(vr_status(dry.r, 0, P), VP);
+	assert_int_equal(vr_ctx_stat(c, VR_STAT_VOLATILE_BYTES), P);
+	sem_destroy(&dry.go);
+	sem_destroy(&dry.done);
+	vr_ctx_destroy(c);
+}
+
 /* ----------------------------------------------------------------- S11 */
 
 static void test_s11_moderate_halves_floor(void **state)
@@ -1142,6 +1207,7 @@ int main(void)
 		cmocka_unit_test(test_s9_nonvolatile_survives),
 		cmocka_unit_test(test_s10_limit_at_set_time),
 		cmocka_unit_test(test_s10_limit_at_mark_time),
+		cmocka_unit_test(test_s10_limit_after_dry_purge),
 		cmocka_unit_test(test_s11_moderate_halves_floor),
 		cmocka_unit_test(test_s11_critical_and_none),
 		cmocka_unit_test(test_s12_status_bits),
