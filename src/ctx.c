@@ -293,12 +293,14 @@ ssize_t vr_ctx_purge_in(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_go
 /* S10/S22/S34 at every unpin (the application's limit or the monitor's
  * budget, the smaller), then the group's own limit (S35); an unpin may
  * have made something purgeable, so the "nothing purgeable" hint is
- * cleared first (written only when set) */
+ * cleared first (written only when set), with or without a limit: a
+ * budget that appears later (a cgroup limit set on a running process)
+ * clears no hint, and marks that add nothing purgeable would skip it */
 static int enforce_limit(struct vr_ctx *c, struct vr_objs *os, size_t glimit)
 {
+	vr_ctx_unstick(c);
 	size_t limit = vr_ctx_effective_limit(c);
 	if (limit) {
-		vr_ctx_unstick(c);
 		if (volatile_now(c) > limit) {
 			ssize_t got = vr_ctx_purge_lru(c, VR_PURGE_VOLATILE, limit);
 			if (got < 0)

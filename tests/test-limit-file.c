@@ -21,7 +21,9 @@
  *   gate-off the same with VRANGE_MEMORY_LIMIT=off (no limit watcher);
  *   change   a cgroup B (256 MiB) in a cgroup A (1 GiB): B's limit
  *            removed, A's lowered, B's lowered, both raised, each
- *            followed by vr_ctx_memory_limit() and the budget.
+ *            followed by vr_ctx_memory_limit() and the budget;
+ *   appear   a cgroup with no limit gets one (64 MiB) while the process
+ *            runs: vr_mark keeps the budget that follows.
  *
  * The file lives on a disk file system ($TMPDIR, /tmp or the current
  * directory, whichever is not tmpfs: tmpfs pages are not file cache) and
@@ -31,7 +33,7 @@
  * file cache, or the stream scenario proves nothing.  Exit 77 (skip)
  * without a writable memory cgroup of our own or a disk file system.
  *
- *   VT_LIMIT_FILE_ONLY=stream|others|outgrow|change|gate|gate-off  one scenario
+ *   VT_LIMIT_FILE_ONLY=stream|others|outgrow|change|gate|gate-off|appear  one scenario
  *   VT_LIMIT_FILE_RUNS=N  runs of each (default 1)
  */
 #define _GNU_SOURCE
@@ -408,6 +410,47 @@ static int change_main(void)
 	return 0;
 }
 
+/* A limit that appears on a running process (S34): the cgroup starts
+ * without one; a purge of everything runs dry (the "nothing purgeable"
+ * hint) and 100 MiB of objects, never touched (they cost no memory), are
+ * unpinned while there is no limit.  Then the cgroup gets 64 MiB: once
+ * the budget follows, a vr_mark, even one that adds nothing purgeable,
+ * keeps the ctx's volatile bytes within it.  (The hint was cleared only
+ * by unpins made under a limit, so the mark skipped the budget.) */
+static int appear_main(void)
+{
+	struct vr_ctx *c;
+	struct vr_region *r;
+	size_t P = (size_t)sysconf(_SC_PAGESIZE);
+	if (vr_ctx_new(0, &c) < 0 || vr_region_new(c, "appear", 4 * P, 0, &r) < 0)
+		return 5;
+	if (vr_ctx_memory_limit(c) != 0) {
+		printf("    appear: not run, an ancestor cgroup has a memory limit\n");
+		return 0; /* nothing can appear */
+	}
+	if (vr_ctx_notify_pressure(c, VR_PRESSURE_CRITICAL) != 0)
+		return 4;
+	static struct vr_obj *o[100];
+	for (size_t i = 0; i < 100; i++)
+		if (vr_obj_new(c, MiB, 0, &o[i]) < 0 || vr_obj_unpin(o[i]) < 0)
+			return 5;
+	if (set_limit(&cg, "67108864") < 0)
+		return 5;
+	long ms = follow(c, 64 * MiB);
+	sleep_ms(20);                  /* a poll after the change publishes the budget */
+	int rc = vr_mark(r, P / 2, P); /* no whole page: adds nothing purgeable */
+	uint64_t budget = vr_ctx_stat(c, VR_STAT_BUDGET),
+		 v = vr_ctx_stat(c, VR_STAT_VOLATILE_BYTES);
+	printf("    appear: limit after %ld ms, budget %.1f MiB, volatile %.1f MiB after the "
+	       "mark\n",
+	       ms, budget / 1048576.0, v / 1048576.0);
+	fflush(stdout);
+	if (ms < 0 || rc != VR_INTACT || !budget || v > budget)
+		return 15;
+	vr_ctx_destroy(c);
+	return 0;
+}
+
 /* VRANGE_MEMORY_LIMIT=96m in a 128 MiB cgroup holding 64 MiB of file
  * cache: a pressure event (here MODERATE from a cgroup2 seam's
  * memory.events) is the cgroup's limit reclaiming file cache, and must
@@ -511,6 +554,11 @@ static int scenario(const char *name, uint64_t limit)
 		cleanup();
 		return 77;
 	}
+	if (!rc && strcmp(name, "appear") == 0 && set_limit(&cg, "max") < 0) {
+		printf("SKIP: cannot remove the child cgroup's limit\n");
+		cleanup();
+		return 77;
+	}
 	if (strcmp(name, "others") == 0) {
 		kids[1] = spawn(hog_main, NULL);
 		while (kids[1] > 0 &&
@@ -523,6 +571,7 @@ static int scenario(const char *name, uint64_t limit)
 			  : strcmp(name, "others") == 0   ? others_main
 			  : strcmp(name, "outgrow") == 0  ? outgrow_main
 			  : strncmp(name, "gate", 4) == 0 ? gate_main
+			  : strcmp(name, "appear") == 0   ? appear_main
 							  : change_main;
 	watcher_alone = strcmp(name, "outgrow") == 0;
 	kids[0] = spawn(fn, strcmp(name, "gate-off") == 0                              ? "off"
@@ -579,9 +628,9 @@ int main(void)
 	static const struct {
 		const char *name;
 		uint64_t limit;
-	} all[] = { { "stream", 128 * MiB },  { "hot", 128 * MiB },    { "others", 384 * MiB },
-		    { "outgrow", 128 * MiB }, { "change", 256 * MiB }, { "gate", 128 * MiB },
-		    { "gate-off", 128 * MiB } };
+	} all[] = { { "stream", 128 * MiB },   { "hot", 128 * MiB },    { "others", 384 * MiB },
+		    { "outgrow", 128 * MiB },  { "change", 256 * MiB }, { "gate", 128 * MiB },
+		    { "gate-off", 128 * MiB }, { "appear", 1024 * MiB } };
 	const char *only = getenv("VT_LIMIT_FILE_ONLY");
 	const char *e = getenv("VT_LIMIT_FILE_RUNS");
 	int runs = e ? atoi(e) : 1, failed = 0, done = 0;
