@@ -333,8 +333,16 @@ ssize_t vr_purge_run(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal 
 	if (!only && dry) {
 		atomic_store(&c->limit_stuck, true);
 		/* unless a mark added a purgeable range meanwhile, which the run
-		 * may have passed over: then the hint would be false */
-		if (atomic_load(&c->adds) != adds)
+		 * may have passed over: then the hint would be false.  Likewise
+		 * an unpin into a level the run has left: a group holding an
+		 * entry now, read under its log locks, takes the hint back; an
+		 * unpin that appends after that takes a lock released after the
+		 * hint was set, so its own check (enforce_limit) sees the hint
+		 * and clears it */
+		bool back = atomic_load(&c->adds) != adds;
+		for (size_t k = 0; !back && k < c->ngroups; k++)
+			back = u.gops->pending && u.gops->pending(c->groups[k]);
+		if (back)
 			atomic_store(&c->limit_stuck, false);
 	}
 	if (!only)

@@ -795,7 +795,8 @@ static void test_s10_limit_at_mark_time(void **state)
  * thread marks. */
 static struct {
 	sem_t go, done;
-	struct vr_region *r;
+	struct vr_region *r; /* the second thread marks a page of it */
+	struct vr_obj *o;    /* or unpins it */
 	bool posted;
 	int rc;
 } dry;
@@ -815,18 +816,25 @@ static void *dry_marker(void *arg)
 {
 	(void)arg;
 	sem_wait(&dry.go);
-	dry.rc = vr_mark(dry.r, 0, P); /* within the limit: no purge of its own */
+	/* within the limit: no purge of its own */
+	dry.rc = dry.o ? vr_obj_unpin(dry.o) : vr_mark(dry.r, 0, P);
 	sem_post(&dry.done);
 	return NULL;
 }
 
-static void test_s10_limit_after_dry_purge(void **state)
+/* unpin: an object of priority 0, unpinned while the run is at level 4
+ * (the level of its group is behind it) */
+static void limit_after_dry_purge(bool unpin)
 {
-	(void)state;
 	struct vr_ctx *c = new_ctx();
 	struct vr_region *rx = new_region(c, 4 * P), *rz = new_region(c, 4 * P);
+	struct vr_group *g;
+	memset(&dry, 0, sizeof(dry));
 	dry.r = new_region(c, 4 * P);
-	dry.posted = false;
+	if (unpin) {
+		assert_int_equal(vr_group_new(c, 0, &g), 0);
+		assert_int_equal(vr_obj_new_in(g, P, 0, 0, &dry.o), 0);
+	}
 	assert_int_equal(sem_init(&dry.go, 0, 0), 0);
 	assert_int_equal(sem_init(&dry.done, 0, 0), 0);
 	assert_int_equal(vr_ctx_set_limit(c, P + P / 2), 0);
@@ -838,16 +846,34 @@ static void test_s10_limit_after_dry_purge(void **state)
 	vr_set_log_fn(NULL, NULL);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_true(dry.posted);
-	assert_int_equal(dry.rc, VR_INTACT);
-	assert_int_equal(vr_status(dry.r, 0, P), V);
+	assert_int_equal(dry.rc, unpin ? 0 : VR_INTACT);
+	if (unpin)
+		assert_int_equal(vr_obj_status(dry.o), V);
+	else
+		assert_int_equal(vr_status(dry.r, 0, P), V);
 	/* P bytes with no whole page: over the limit, and Y is purgeable */
 	int rc = vr_mark(rz, P / 2, P);
 	assert_int_equal(rc, VR_INTACT);
-	assert_int_equal(vr_status(dry.r, 0, P), VP);
+	if (unpin)
+		assert_int_equal(vr_obj_status(dry.o), VP);
+	else
+		assert_int_equal(vr_status(dry.r, 0, P), VP);
 	assert_int_equal(vr_ctx_stat(c, VR_STAT_VOLATILE_BYTES), P);
 	sem_destroy(&dry.go);
 	sem_destroy(&dry.done);
 	vr_ctx_destroy(c);
+}
+
+static void test_s10_limit_after_dry_purge(void **state)
+{
+	(void)state;
+	limit_after_dry_purge(false);
+}
+
+static void test_s10_limit_after_dry_purge_unpin(void **state)
+{
+	(void)state;
+	limit_after_dry_purge(true);
 }
 
 /* ----------------------------------------------------------------- S11 */
@@ -1208,6 +1234,7 @@ int main(void)
 		cmocka_unit_test(test_s10_limit_at_set_time),
 		cmocka_unit_test(test_s10_limit_at_mark_time),
 		cmocka_unit_test(test_s10_limit_after_dry_purge),
+		cmocka_unit_test(test_s10_limit_after_dry_purge_unpin),
 		cmocka_unit_test(test_s11_moderate_halves_floor),
 		cmocka_unit_test(test_s11_critical_and_none),
 		cmocka_unit_test(test_s12_status_bits),

@@ -87,6 +87,11 @@ struct vr_source_ops {
 	/* the next unit of its owner's list (regions: ctx->lock held); NULL
 	 * for units the engine gets another way (groups: ctx->groups) */
 	void *(*next)(void *unit);
+	/* does the unit hold an entry now?  Read under the locks its appends
+	 * take, so that an append the engine does not see is followed by a
+	 * read of anything the engine wrote before (purge.c, the "nothing
+	 * purgeable" hint).  NULL: the engine does not ask */
+	bool (*pending)(void *unit);
 };
 
 #endif

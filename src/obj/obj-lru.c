@@ -589,6 +589,25 @@ uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i)
 			    : atomic_load(&os->rq_oldest);
 }
 
+/* any entry in a log or the requeue heap, read under their locks: an
+ * unpin that appends after this returned takes a lock this released */
+bool vr_obj_src_pending(struct vr_objs *os)
+{
+	bool any = false;
+	for (size_t i = 0; i < OBJ_NLOG && !any; i++) {
+		struct vr_olog *lg = &os->logs[i];
+		vr_lock(&lg->lock, VR_RANK_OBJ_LRU);
+		any = lg->len != 0;
+		vr_unlock(&lg->lock);
+	}
+	if (!any) {
+		vr_lock(&os->rq_lock, VR_RANK_OBJ_LRU);
+		any = os->rq_len != 0;
+		vr_unlock(&os->rq_lock);
+	}
+	return any;
+}
+
 uint32_t *vr_obj_src_mask(struct vr_objs *os)
 {
 	return &os->src_mask;

@@ -33,6 +33,11 @@ static int64_t objs_step(void *unit, size_t i, const struct vr_purge_step *st, u
 	return got;
 }
 
+static bool objs_pending(void *unit)
+{
+	return vr_obj_src_pending(unit);
+}
+
 static uint32_t *objs_mask(void *unit)
 {
 	return vr_obj_src_mask(unit);
@@ -68,4 +73,5 @@ const struct vr_source_ops vr_objs_source = {
 	.done = objs_done,
 	.priority = objs_priority,
 	.volatile_bytes = objs_volatile,
+	.pending = objs_pending,
 };

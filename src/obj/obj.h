@@ -171,6 +171,7 @@ uint64_t vr_obj_footprint(struct vr_ctx *c) _nonnull_();
 uint64_t vr_obj_src_oldest(struct vr_objs *os, size_t i) _nonnull_();
 int64_t vr_obj_src_purge(struct vr_objs *os, size_t i, struct vr_notify_batch *b) _nonnull_();
 uint32_t *vr_obj_src_mask(struct vr_objs *os) _nonnull_();
+bool vr_obj_src_pending(struct vr_objs *os) _nonnull_();
 /* the units a source purge claimed are discarded in batches (obj-lru.c,
  * BATCHED DISCARD): vr_obj_src_purge's result counts its unit as
  * reclaimed, less the bytes of an earlier batch it had to discard and
