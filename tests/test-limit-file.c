@@ -23,7 +23,11 @@
  *            removed, A's lowered, B's lowered, both raised, each
  *            followed by vr_ctx_memory_limit() and the budget;
  *   appear   a cgroup with no limit gets one (64 MiB) while the process
- *            runs: vr_mark keeps the budget that follows.
+ *            runs: vr_mark keeps the budget that follows;
+ *   sibling  a cgroup B (128 MiB) in a cgroup A (128 MiB, the same
+ *            limit), a sibling of B holding 60 MiB: 80 MiB of objects in
+ *            B must survive (A's usage is the one that reaches the
+ *            limit; B's was watched and the process was OOM-killed).
  *
  * The file lives on a disk file system ($TMPDIR, /tmp or the current
  * directory, whichever is not tmpfs: tmpfs pages are not file cache) and
@@ -33,7 +37,7 @@
  * file cache, or the stream scenario proves nothing.  Exit 77 (skip)
  * without a writable memory cgroup of our own or a disk file system.
  *
- *   VT_LIMIT_FILE_ONLY=stream|others|outgrow|change|gate|gate-off|appear  one scenario
+ *   VT_LIMIT_FILE_ONLY=stream|others|outgrow|change|gate|gate-off|appear|sibling  one scenario
  *   VT_LIMIT_FILE_RUNS=N  runs of each (default 1)
  */
 #define _GNU_SOURCE
@@ -54,7 +58,7 @@
 #define NCACHE 768 /* 48 MiB of 64 KiB objects */
 #define NGROW 4096 /* 256 MiB */
 
-static struct vt_cg cg, outer;
+static struct vt_cg cg, outer, sib;
 static volatile pid_t kids[2] = { -1, -1 };
 static char file_path[PATH_MAX], hot_path[PATH_MAX];
 #define HOT_SIZE (64 * MiB)
@@ -68,6 +72,7 @@ static void cleanup(void)
 			kids[i] = -1;
 		}
 	vt_cg_remove(&cg);
+	vt_cg_remove(&sib);
 	vt_cg_remove(&outer);
 	if (file_path[0])
 		unlink(file_path);
@@ -451,6 +456,26 @@ static int appear_main(void)
 	return 0;
 }
 
+/* 80 MiB of objects in B (128 MiB) while B's sibling holds 60 MiB of
+ * their parent A (128 MiB too): A's usage reaches the limit first, and
+ * the limit watched must be A's (a tie goes to the ancestor) */
+static int sibling_main(void)
+{
+	struct cache k;
+	int rc = cache_fill(&k, 1280);
+	if (rc)
+		return rc;
+	if (vr_ctx_memory_limit(k.c) != 128 * MiB)
+		return 4;
+	sleep_ms(300);
+	size_t late;
+	long intact = cache_check(&k, &late);
+	if (intact < 0)
+		return (int)-intact;
+	cache_report("sibling", &k, intact);
+	return intact > 0 && intact < 1280 ? 0 : 13;
+}
+
 /* VRANGE_MEMORY_LIMIT=96m in a 128 MiB cgroup holding 64 MiB of file
  * cache: a pressure event (here MODERATE from a cgroup2 seam's
  * memory.events) is the cgroup's limit reclaiming file cache, and must
@@ -530,9 +555,11 @@ static pid_t spawn(int (*fn)(void), const char *env_limit)
 	return pid;
 }
 
+static size_t hog_len = 200 * MiB;
+
 static int hog_main(void)
 {
-	size_t len = 200 * MiB;
+	size_t len = hog_len;
 	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return 5;
@@ -545,10 +572,19 @@ static int hog_main(void)
 static int scenario(const char *name, uint64_t limit)
 {
 	const char *why = NULL;
-	bool nested = strcmp(name, "change") == 0;
-	int rc = vt_cg_create(nested ? &outer : &cg, nested ? 1024 * MiB : limit, &why);
+	bool sibling = strcmp(name, "sibling") == 0;
+	bool nested = strcmp(name, "change") == 0 || sibling;
+	int rc = vt_cg_create(nested ? &outer : &cg, nested && !sibling ? 1024 * MiB : limit, &why);
 	if (!rc && nested)
 		rc = vt_cg_create_in(&cg, &outer, limit, &why);
+	sib.v2 = cg.v2;
+	if (!rc && sibling &&
+	    ((size_t)snprintf(sib.dir, sizeof(sib.dir), "%s/sib", outer.dir) >= sizeof(sib.dir) ||
+	     mkdir(sib.dir, 0755) < 0)) {
+		sib.dir[0] = '\0';
+		why = "cannot create a sibling cgroup";
+		rc = 77;
+	}
 	if (rc) {
 		printf("SKIP: %s\n", why);
 		cleanup();
@@ -559,7 +595,20 @@ static int scenario(const char *name, uint64_t limit)
 		cleanup();
 		return 77;
 	}
+	if (sibling) {
+		/* the hog in B's sibling: enters it in place of B */
+		struct vt_cg b = cg;
+		cg = sib;
+		hog_len = 60 * MiB;
+		kids[1] = spawn(hog_main, NULL);
+		cg = b;
+		while (kids[1] > 0 &&
+		       vt_cg_read(sib.dir, sib.v2 ? "memory.current" : "memory.usage_in_bytes") <
+			       60 * MiB)
+			sleep_ms(10);
+	}
 	if (strcmp(name, "others") == 0) {
+		hog_len = 200 * MiB;
 		kids[1] = spawn(hog_main, NULL);
 		while (kids[1] > 0 &&
 		       vt_cg_read(cg.dir, cg.v2 ? "memory.current" : "memory.usage_in_bytes") <
@@ -572,6 +621,7 @@ static int scenario(const char *name, uint64_t limit)
 			  : strcmp(name, "outgrow") == 0  ? outgrow_main
 			  : strncmp(name, "gate", 4) == 0 ? gate_main
 			  : strcmp(name, "appear") == 0   ? appear_main
+			  : sibling                       ? sibling_main
 							  : change_main;
 	watcher_alone = strcmp(name, "outgrow") == 0;
 	kids[0] = spawn(fn, strcmp(name, "gate-off") == 0                              ? "off"
@@ -593,7 +643,7 @@ static int scenario(const char *name, uint64_t limit)
 	uint64_t ooms = v2 ? vt_cg_key(cg.dir, "memory.events", "oom_kill")
 			   : vt_cg_key(cg.dir, "memory.oom_control", "oom_kill");
 	uint64_t peak = vt_cg_read(cg.dir, v2 ? "memory.peak" : "memory.max_usage_in_bytes");
-	if (vt_cg_remove(&cg) < 0 || vt_cg_remove(&outer) < 0)
+	if (vt_cg_remove(&cg) < 0 || vt_cg_remove(&sib) < 0 || vt_cg_remove(&outer) < 0)
 		printf("    warning: cgroup not removed\n");
 	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 	printf("%s: %s (%s %d), peak %.1f MiB of %" PRIu64 ", file cache at the end %.1f MiB, "
@@ -628,9 +678,9 @@ int main(void)
 	static const struct {
 		const char *name;
 		uint64_t limit;
-	} all[] = { { "stream", 128 * MiB },   { "hot", 128 * MiB },    { "others", 384 * MiB },
-		    { "outgrow", 128 * MiB },  { "change", 256 * MiB }, { "gate", 128 * MiB },
-		    { "gate-off", 128 * MiB }, { "appear", 1024 * MiB } };
+	} all[] = { { "stream", 128 * MiB },   { "hot", 128 * MiB },     { "others", 384 * MiB },
+		    { "outgrow", 128 * MiB },  { "change", 256 * MiB },  { "gate", 128 * MiB },
+		    { "gate-off", 128 * MiB }, { "appear", 1024 * MiB }, { "sibling", 128 * MiB } };
 	const char *only = getenv("VT_LIMIT_FILE_ONLY");
 	const char *e = getenv("VT_LIMIT_FILE_RUNS");
 	int runs = e ? atoi(e) : 1, failed = 0, done = 0;

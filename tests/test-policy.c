@@ -306,6 +306,15 @@ static void test_walk(void **state)
 	assert_true(mon_walk_limit(top, b, v1, &where) == 500);
 	assert_string_equal(where, top);
 	free(where);
+	/* a tie: the ancestor, whose usage covers the child's and its
+	 * siblings' (the child's usage missed a sibling's memory) */
+	put(a, "memory.limit_in_bytes", "1000\n");
+	put(b, "memory.limit_in_bytes", "1000\n");
+	put(top, "memory.limit_in_bytes", "9223372036854771712\n");
+	assert_true(mon_walk_limit(top, b, v1, &where) == 1000);
+	assert_string_equal(where, a);
+	free(where);
+	put(top, "memory.limit_in_bytes", "500\n");
 	/* v2: max and high both count, "max" is none */
 	put(b, "memory.max", "max\n");
 	put(b, "memory.high", "700\n");

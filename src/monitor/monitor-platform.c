@@ -305,7 +305,12 @@ uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *nam
 	while (cur) {
 		for (const char *const *n = names; *n; n++) {
 			uint64_t v;
-			if (mon_read_u64_or_max(cur, *n, &v) && v < best) {
+			/* a tie goes to the ancestor (the walk goes up): its
+			 * usage covers this cgroup's and its siblings', so its
+			 * headroom is the smaller one (a pod and its container
+			 * with one limit: the container's usage missed the
+			 * sibling's memory and the pod's limit OOM-killed) */
+			if (mon_read_u64_or_max(cur, *n, &v) && v != UINT64_MAX && v <= best) {
 				best = v;
 				if (where) {
 					free(*where);

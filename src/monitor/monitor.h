@@ -136,8 +136,9 @@ int mon_cg1_parse_dir(const char *proc_cgroup, const char *mountinfo, char **dir
 /* the same, from this process's files */
 int mon_cg1_find_dir(char **dir, char **mnt) _nonnull_();
 /* smallest value of the limit files @names (NULL-terminated) in @dir and
- * its ancestors up to @top (included); *where: the directory holding it
- * (malloc'ed); UINT64_MAX if none; 1 for a limit of 0 */
+ * its ancestors up to @top (included); *where: the directory holding it,
+ * the uppermost one on a tie (malloc'ed); UINT64_MAX if none; 1 for a
+ * limit of 0 */
 uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *names, char **where)
 	_nonnull_(1, 2, 3);
 /* whole file into a malloc'ed string, or NULL */
