@@ -246,8 +246,9 @@ static unsigned until_recheck(const struct mon_limit *l)
 	return l->recheck_ms > now ? (unsigned)(l->recheck_ms - now) : MON_LIMIT_MIN_MS;
 }
 
-/* one observation of usage: budget, purge on a crossing, next poll */
-static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
+/* one observation of usage: budget, purge on a crossing, next poll;
+ * @event: woken by the kernel's usage event rather than a poll */
+static unsigned limit_observe(struct vr_monitor *m, bool event)
 {
 	struct mon_limit *l = &m->lim;
 	uint64_t usage, t0 = vr_now_ns();
@@ -256,6 +257,16 @@ static unsigned limit_observe(struct vr_monitor *m, uint64_t act_from)
 	if (!read_usage(l, &usage))
 		return MON_LIMIT_MAX_MS;
 	publish_budget(m, usage);
+	/* an event acts from the line, not the exact threshold (usage may
+	 * already be a little under it); a downward crossing after our own
+	 * purge finds usage at the target and does nothing.  The event is
+	 * on the raw usage: with file cache left out (the raw usage then
+	 * hovers at the limit and crosses often) only the threshold counts,
+	 * or each crossing would purge a cache at its line to the target.
+	 * Whether file cache is left out is known only now: the previous
+	 * poll's figure, taken before a file was read, made the first
+	 * crossing of a read purge a quarter of the limit from the line */
+	uint64_t act_from = event && !l->file ? l->plan.line : l->plan.threshold;
 	if (usage >= act_from) {
 		int64_t got = limit_purge(m, &usage, t0);
 		if (got < 0)
@@ -540,7 +551,7 @@ static unsigned limit_check(struct vr_monitor *m, uint64_t now)
 {
 	if (now >= m->lim.recheck_ms)
 		limit_recheck(m, now);
-	unsigned ms = limit_observe(m, m->lim.plan.threshold);
+	unsigned ms = limit_observe(m, false);
 	unsigned re = until_recheck(&m->lim);
 	return ms < re ? ms : re;
 }
@@ -582,14 +593,7 @@ static bool limit_ready(struct vr_monitor *m, int i, short revents, uint64_t now
 			return true;
 		}
 	}
-	/* an event: act from the line, not the exact threshold (usage may
-	 * already be a little under it); a downward crossing after our own
-	 * purge finds usage at the target and does nothing.  The event is
-	 * on the raw usage: with file cache left out (the raw usage then
-	 * hovers at the limit and crosses often) only the threshold counts,
-	 * or each crossing would purge a cache at its line to the target */
-	uint64_t from = l->file ? l->plan.threshold : l->plan.line;
-	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, from);
+	m->next_check[VR_MONITOR_LIMIT] = now + limit_observe(m, true);
 	return true;
 }
 
