@@ -23,6 +23,10 @@
  *   gate     128 MiB cgroup, VRANGE_MEMORY_LIMIT=96m, 64 MiB of file cache:
  *            a pressure event waits for the kernel's reclaim (A3);
  *   gate-off the same with VRANGE_MEMORY_LIMIT=off (no limit watcher);
+ *   gate-moved  gate, the process moved to another 128 MiB cgroup before
+ *            the file is read: the gate must read that cgroup (it kept the
+ *            first one's memory.stat, which has no file cache, and the
+ *            event purged half the cache);
  *   change   a cgroup B (256 MiB) in a cgroup A (1 GiB): B's limit
  *            removed, A's lowered, B's lowered, both raised, each
  *            followed by vr_ctx_memory_limit() and the budget;
@@ -41,7 +45,8 @@
  * file cache, or the stream scenario proves nothing.  Exit 77 (skip)
  * without a writable memory cgroup of our own or a disk file system.
  *
- *   VT_LIMIT_FILE_ONLY=stream|near|others|outgrow|change|gate|gate-off|appear|sibling  one scenario
+ *   VT_LIMIT_FILE_ONLY=stream|near|others|outgrow|change|gate|gate-off|gate-moved|appear|sibling
+ *                        one scenario
  *   VT_LIMIT_FILE_RUNS=N  runs of each (default 1)
  */
 #define _GNU_SOURCE
@@ -509,6 +514,8 @@ static int sibling_main(void)
  * (measured: 0 of 48 MiB kept in 3 of 4 runs with the cgroup1 source).
  * With VRANGE_MEMORY_LIMIT=off no limit is watched, and the same event
  * must wait all the same (purged everything in 2 of 3 runs before). */
+static bool gate_moved; /* gate-moved: the process moves to sib first */
+
 static int gate_main(void)
 {
 	const char *env = getenv("VRANGE_MEMORY_LIMIT");
@@ -528,6 +535,13 @@ static int gate_main(void)
 	if (!rc && (vr_ctx_memory_limit(k.c) != (off ? 0 : 96 * MiB) ||
 		    vr_ctx_monitor_source(k.c) != VR_MONITOR_CGROUP2))
 		rc = 4;
+	if (!rc && gate_moved) {
+		/* into a cgroup with the same limit: the gate's limit is
+		 * unchanged, its cgroup is not (detected again meanwhile) */
+		if (vt_cg_enter(&sib) < 0)
+			rc = 6;
+		sleep_ms(600);
+	}
 	if (!rc && !read_file(hot_path, true))
 		rc = 5;
 	if (!rc) {
@@ -543,7 +557,10 @@ static int gate_main(void)
 		if (intact < 0)
 			rc = (int)-intact;
 		else {
-			cache_report(off ? "gate-off" : "gate", &k, intact);
+			cache_report(off          ? "gate-off"
+				     : gate_moved ? "gate-moved"
+						  : "gate",
+				     &k, intact);
 			rc = intact * 10 >= NCACHE * 9 ? 0 : 10;
 		}
 	}
@@ -603,6 +620,9 @@ static int scenario(const char *name, uint64_t limit)
 	if (!rc && nested)
 		rc = vt_cg_create_in(&cg, &outer, limit, &why);
 	sib.v2 = cg.v2;
+	gate_moved = strcmp(name, "gate-moved") == 0;
+	if (!rc && gate_moved)
+		rc = vt_cg_create(&sib, limit, &why);
 	if (!rc && sibling &&
 	    ((size_t)snprintf(sib.dir, sizeof(sib.dir), "%s/sib", outer.dir) >= sizeof(sib.dir) ||
 	     mkdir(sib.dir, 0755) < 0)) {
@@ -650,9 +670,9 @@ static int scenario(const char *name, uint64_t limit)
 			  : sibling                       ? sibling_main
 							  : change_main;
 	watcher_alone = strcmp(name, "outgrow") == 0;
-	kids[0] = spawn(fn, strcmp(name, "gate-off") == 0                              ? "off"
-			    : strcmp(name, "others") == 0 || strcmp(name, "gate") == 0 ? "96m"
-										       : NULL);
+	kids[0] = spawn(fn, strcmp(name, "gate-off") == 0                                  ? "off"
+			    : strcmp(name, "others") == 0 || strncmp(name, "gate", 4) == 0 ? "96m"
+											   : NULL);
 	int st = 0;
 	while (waitpid(kids[0], &st, 0) < 0 && errno == EINTR)
 		;
@@ -704,9 +724,11 @@ int main(void)
 	static const struct {
 		const char *name;
 		uint64_t limit;
-	} all[] = { { "stream", 128 * MiB }, { "hot", 128 * MiB },      { "near", 128 * MiB },
-		    { "others", 384 * MiB }, { "outgrow", 128 * MiB },  { "change", 256 * MiB },
-		    { "gate", 128 * MiB },   { "gate-off", 128 * MiB }, { "appear", 1024 * MiB },
+	} all[] = { { "stream", 128 * MiB },     { "hot", 128 * MiB },
+		    { "near", 128 * MiB },       { "others", 384 * MiB },
+		    { "outgrow", 128 * MiB },    { "change", 256 * MiB },
+		    { "gate", 128 * MiB },       { "gate-off", 128 * MiB },
+		    { "gate-moved", 128 * MiB }, { "appear", 1024 * MiB },
 		    { "sibling", 128 * MiB } };
 	const char *only = getenv("VT_LIMIT_FILE_ONLY");
 	const char *e = getenv("VT_LIMIT_FILE_RUNS");

@@ -364,11 +364,17 @@ static void limit_gate(struct mon_limit *l)
 	int kind;
 	char *where;
 	uint64_t lim = limit_detect(&kind, &where);
-	if (lim == l->gate.limit && (lim == UINT64_MAX || l->gate_stat_fd >= 0)) {
+	/* the same limit may now be another cgroup's (the process moved to
+	 * a cgroup with an equal limit): the memory.stat read must be its
+	 * (the old one's had none of the file cache read since) */
+	if (lim == l->gate.limit && (lim == UINT64_MAX || (l->gate_stat_fd >= 0 && where &&
+							   strcmp(where, l->gate_dir) == 0))) {
 		free(where);
 		return;
 	}
 	mon_close_fd(&l->gate_stat_fd);
+	free(l->gate_dir);
+	l->gate_dir = NULL;
 	l->gate = (struct mon_limit_plan){ 0 };
 	if (lim != UINT64_MAX && where)
 		l->gate_stat_fd = open_in(where, "memory.stat");
@@ -376,6 +382,8 @@ static void limit_gate(struct mon_limit *l)
 		mon_limit_plan(lim, &l->gate);
 		l->gate.file_reserve = mon_file_reserve(lim, l->readahead);
 		l->gate_v1 = kind == MON_LIM_V1;
+		l->gate_dir = where;
+		where = NULL;
 	}
 	l->gate.limit = lim; /* UINT64_MAX: none, looked for again */
 	free(where);
@@ -516,6 +524,7 @@ static void limit_close(struct vr_monitor *m)
 	struct mon_limit *l = &m->lim;
 	limit_close_fds(l);
 	mon_close_fd(&l->gate_stat_fd);
+	free(l->gate_dir);
 	free(l->dir);
 	*l = MON_LIMIT_CLOSED;
 	atomic_store(&m->ctx->budget, 0);

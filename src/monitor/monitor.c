@@ -380,6 +380,7 @@ static void monitor_free(struct vr_monitor *m)
 		if (m->active & (1u << all_sources[i]->id))
 			all_sources[i]->close(m);
 	mon_close_fd(&m->lim.gate_stat_fd); /* a gate without the limit watcher */
+	free(m->lim.gate_dir);
 	mon_close_fd(&m->wake_fd);
 	free(m);
 }

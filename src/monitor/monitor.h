@@ -218,6 +218,7 @@ struct mon_limit {
 	 * limit still detected, for the pressure gate only
 	 * (mon_limit_file_first, A3): its memory.stat */
 	int gate_stat_fd;           /* or -1: no cgroup limit, no gate */
+	char *gate_dir;             /* the cgroup of gate_stat_fd, or NULL */
 	bool gate_v1;               /* memory.stat has v1's total_ keys */
 	struct mon_limit_plan gate; /* the cgroup limit's lines */
 	bool warned;                /* the budget-zero warning was given */
