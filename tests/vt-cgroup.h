@@ -214,8 +214,10 @@ static inline int vt_cg_create(struct vt_cg *cg, uint64_t limit, const char **wh
 		*why = "no writable memory cgroup of this process's own (v1 memcg or delegated v2)";
 		return 77;
 	}
-	snprintf(cg->dir, sizeof(cg->dir), "%s/vt-limit-%d-%u", own, (int)getpid(), seq++);
-	if (mkdir(cg->dir, 0755) < 0) {
+	if ((size_t)snprintf(cg->dir, sizeof(cg->dir), "%s/vt-limit-%d-%u", own, (int)getpid(),
+			     seq++) >= sizeof(cg->dir) ||
+	    mkdir(cg->dir, 0755) < 0) {
+		cg->dir[0] = '\0';
 		*why = "cannot create a child cgroup";
 		return 77;
 	}
