@@ -327,11 +327,60 @@ static void sc_adopted_readopt(void)
 	munmap(m, 8 * P);
 }
 
+/* An adopted span the caller made MADV_DONTFORK is not in the child: the
+ * address is free there, and what the child maps at it is its own.
+ * Before the fix, destroying the inherited region disarmed the whole span
+ * in the child all the same: its own PROT_NONE mapping turned read/write
+ * (mprotect backend) and its own guard markers were removed (guard
+ * backend), so a touch there read 0 instead of faulting. */
+static void sc_adopted_dontfork(void)
+{
+	struct vr_ctx *c = sc_ctx(VR_CTX_NO_MONITOR);
+	uint8_t *m = map_anon(8 * P);
+	CK_EQ(madvise(m, 8 * P, MADV_DONTFORK), 0);
+	vt_fill(m, 0, 8 * P, 5);
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_adopt(c, m, 8 * P, 0, &r), 0);
+	CK_EQ(vr_mark(r, 2 * P, 4 * P), VR_INTACT);
+	CK_EQ(vr_ctx_purge(c, SIZE_MAX), 4 * P);
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		/* the child's own memory where the span was: a PROT_NONE
+		 * guard, and read/write pages with guard markers */
+		CK(mmap(m, 4 * P, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+			0) == m);
+		CK(mmap(m + 4 * P, 4 * P, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == m + 4 * P);
+		bool markers = madvise(m + 4 * P, 4 * P, 102 /* MADV_GUARD_INSTALL */) == 0;
+		CK(!readable(m, 4 * P));
+		vr_region_destroy(r);
+		CK(!readable(m, P));
+		CK(!readable(m + 2 * P, P));
+		if (markers) {
+			CK(!readable(m + 4 * P, P));
+			CK(!readable(m + 6 * P, P));
+		}
+		vr_ctx_destroy(c);
+		_exit(0);
+	}
+	ck_child_ok(wait_child(pid), "child mapping its own memory over a MADV_DONTFORK span");
+	CK(!readable(m + 2 * P, P));
+	CK(vt_check(m + 6 * P, 6 * P, 2 * P, 5) == SIZE_MAX);
+	CK_EQ(vr_unmark(r, 2 * P, 4 * P), VR_PURGED);
+	CK(vt_all_zero(m + 2 * P, 4 * P));
+	vr_ctx_destroy(c);
+	CK(readable(m, 8 * P));
+	munmap(m, 8 * P);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "adopted-purged-before", sc_adopted_purged_before },
 	{ "adopted-purged-after", sc_adopted_purged_after },
 	{ "anon-dontfork", sc_anon_dontfork },
 	{ "adopted-readopt", sc_adopted_readopt },
+	{ "adopted-dontfork", sc_adopted_dontfork },
 };
 
 static void run_all_traps(const char *name)
@@ -368,6 +417,12 @@ static void test_adopted_readopt(void **state)
 	run_all_traps("adopted-readopt");
 }
 
+static void test_adopted_dontfork(void **state)
+{
+	(void)state;
+	run_all_traps("adopted-dontfork");
+}
+
 int main(int argc, char **argv)
 {
 	P = vt_pg();
@@ -380,6 +435,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_adopted_purged_after_fork),
 		cmocka_unit_test(test_anon_dontfork),
 		cmocka_unit_test(test_adopted_readopt),
+		cmocka_unit_test(test_adopted_dontfork),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

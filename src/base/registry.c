@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "vrange.h"
 #include "base/inject.h"
@@ -239,10 +240,22 @@ void vr_registry_atfork_child(void)
 	 * destroyed.  The array is whole: prepare took wlock. */
 	struct snap *s = atomic_load(&current);
 	for (size_t i = 0; s && i < s->n; i++) {
-		if (s->e[i].kind == REG_ADOPTED || s->e[i].kind == REG_INHERITED)
+		if (s->e[i].kind == REG_ADOPTED || s->e[i].kind == REG_INHERITED) {
 			s->e[i].kind = REG_INHERITED;
-		else
+			/* a span the caller made MADV_DONTFORK (all or part) is
+			 * not the child's: what the child maps there later is
+			 * its own, and destroying the inherited region must not
+			 * take its protection or guard markers away (msync:
+			 * ENOMEM for a range that is not wholly mapped).  Only
+			 * the forking thread runs here, before any code of the
+			 * child. */
+			struct vr_region *r = atomic_load(&s->e[i].p);
+			if (r &&
+			    msync((void *)s->e[i].base, s->e[i].end - s->e[i].base, MS_ASYNC) < 0)
+				r->span_lost = true;
+		} else {
 			atomic_store(&s->e[i].p, NULL);
+		}
 	}
 	vr_epoch_reset(&ep, NULL);
 	pthread_mutex_init(&wlock, NULL);

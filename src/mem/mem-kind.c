@@ -137,7 +137,13 @@ const struct vr_kind_ops vr_kind_anon = {
 static void adopted_release(struct vr_region *r, bool inherited)
 {
 	if (inherited) {
-		vr_restore_pages(r, 0, r->map_size);
+		/* not (wholly) inherited, MADV_DONTFORK: the child may have
+		 * mapped its own memory there since, which is not ours to
+		 * disarm (a PROT_NONE guard made read/write, its guard
+		 * markers removed); pages that were inherited keep their
+		 * traps, never data */
+		if (!r->span_lost)
+			vr_restore_pages(r, 0, r->map_size);
 		return;
 	}
 	unsigned sh = r->map->page_shift;

@@ -96,6 +96,8 @@ struct vr_region {
 					  membership (trap-coop.c), or NULL */
 	bool shm_primary;              /* protected by ctx->lock: the region of its file that
 					counts the file in the ctx gauges (S29) */
+	bool span_lost;                /* fork child, adopted: the span was not wholly
+					  inherited (registry.c, atfork) */
 } __attribute__((aligned(64)));        /* regions used by different threads share no line */
 
 static inline bool vr_inherited_region(const struct vr_region *r)
