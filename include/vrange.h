@@ -90,6 +90,20 @@
  *   shared file's pages are all made present (allocated, zero) when it is
  *   created, and a purged page again when it is unmarked.
  *
+ * The library's memory and the application
+ *   Regions' and objects' memory (adopted spans included, while adopted)
+ *   keeps the protection and the backing the library gave it: changing
+ *   them with mprotect, mremap, munmap, or holes of one's own (fallocate
+ *   PUNCH_HOLE on vr_region_fd(), MADV_REMOVE) is not supported.  Where a
+ *   discarded range is trapped with mprotect (the mprotect backend, and
+ *   ranges of 2 MiB or more under the guard backend) an application
+ *   mprotect removes the trap and discarded bytes then read 0; a hole
+ *   punched in non-volatile bytes of a shared region trapped with
+ *   userfaultfd faults with SIGBUS for ever.  Advice that frees nothing
+ *   of the file (MADV_COLD, MADV_PAGEOUT, MADV_WILLNEED, MADV_HUGEPAGE,
+ *   MADV_DONTNEED on a memfd mapping), mlock and msync keep every promise
+ *   (a purge skips locked pages it cannot free).
+ *
  * fork()
  *   Region mappings are MADV_DONTFORK: a child has none of them.  In the
  *   child, inherited handles may only be destroyed (which frees the child's
@@ -831,7 +845,12 @@ int vr_region_set_fault_handler(struct vr_region *r, vr_fault_fn fn, void *arg);
  * works on discarded pages that still trap: a fault handler fills a
  * purged range before vr_unmark() restores access (see vr_fault_fn).  It
  * does not change volatility: bytes of a purged range stay purged until
- * unmarked (and read 0 if that range is purged again before).
+ * unmarked (and read 0 if that range is purged again before).  A shared
+ * region trapped with userfaultfd (VR_REGION_SHARED where
+ * vr_trap_backend() is VR_TRAP_UFFD) traps a page by its absence from
+ * the file: a page written stops trapping in every process at once, and
+ * its bytes not written read 0 without a fault.  Fill whole pages of a
+ * purged range there, or use vr_unmark_fill().
  * Anonymous regions (VR_REGION_ANON, vr_region_adopt()) have no file: a
  * fault handler there unmarks first and refills through the mapping.
  *
@@ -1044,8 +1063,9 @@ int vr_obj_unpin_many(struct vr_obj *const *objs, size_t n);
  * VR_INTACT and changes nothing.
  *
  * Objects smaller than a page share pages: pinning one of a purged
- * page makes the whole page readable, and the other objects on it, still
- * purged, read 0 without a fault; vr_obj_status reports them purged and
+ * page (or vr_obj_new() placing a new object on it) makes the whole page
+ * readable, and the other objects on it, still purged, read 0 without a
+ * fault; vr_obj_status reports them purged and
  * their own vr_obj_pin returns VR_PURGED.  Objects read lazily (through
  * the object fault handler) should be a page or larger.
  *
