@@ -28,6 +28,9 @@
  * thread's call of the log function it replaced (it did not: the
  * callback sections of every kind shared one epoch, and a setter inside
  * any section did not wait).
+ * logfn_removed: a debug line whose caller saw a log function set, logged
+ * after vr_set_log_fn(NULL) removed it, must go nowhere without
+ * VRANGE_DEBUG=1 (it went to stderr).
  * stuck: a limit purge that found only a large object whose report was
  * running (skipped) set the "nothing purgeable" hint; once reported the
  * object is purgeable again, and the next vr_mark must enforce the limit
@@ -553,6 +556,74 @@ static void test_logfn(void **state)
 	vr_ctx_destroy(c2);
 }
 
+/* ---- logfn_removed ---- */
+static atomic_bool lr_stop;
+
+static void lr_log(int prio, const char *msg, void *arg)
+{
+	(void)prio;
+	(void)msg;
+	(void)arg;
+}
+
+/* purges that log a line per object, as fast as they can */
+static void *lr_purger(void *arg)
+{
+	struct vr_ctx *c = arg;
+	struct vr_obj *o[8];
+	while (!atomic_load(&lr_stop)) {
+		for (int i = 0; i < 8; i++) {
+			assert_int_equal(vr_obj_new(c, P, 0, &o[i]), 0);
+			assert_int_equal(vr_obj_unpin(o[i]), 0);
+		}
+		vr_ctx_purge(c, SIZE_MAX);
+		for (int i = 0; i < 8; i++)
+			vr_obj_free(o[i]);
+	}
+	return NULL;
+}
+
+static void test_logfn_removed(void **state)
+{
+	(void)state;
+	const char *d = getenv("VRANGE_DEBUG");
+	if (d && *d && strcmp(d, "0") != 0)
+		skip(); /* then stderr is where the lines go */
+	struct vr_ctx *c;
+	pthread_t t[2];
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	int fd = memfd_create("vt-stderr", 0), saved = dup(STDERR_FILENO);
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	atomic_store(&lr_stop, false);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, lr_purger, c), 0);
+	/* a line whose caller saw the function set, read after it was
+	 * removed: it went to stderr, without VRANGE_DEBUG (a few in a
+	 * thousand rounds) */
+	off_t len = 0;
+	for (int k = 0; k < 4000 && !len; k++) {
+		vr_set_log_fn(lr_log, NULL);
+		sched_yield();
+		vr_set_log_fn(NULL, NULL);
+		len = lseek(fd, 0, SEEK_END);
+	}
+	atomic_store(&lr_stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	char buf[200] = "";
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	(void)n;
+	close(fd);
+	vr_ctx_destroy(c);
+	if (len)
+		fail_msg("a debug line went to stderr after vr_set_log_fn(NULL): %s", buf);
+}
+
 /* ---- stuck ---- */
 static struct {
 	struct vr_ctx *c;
@@ -793,12 +864,13 @@ int main(void)
 {
 	P = vt_pg();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_once),    cmocka_unit_test(test_frees),
-		cmocka_unit_test(test_replace), cmocka_unit_test(test_concurrent),
-		cmocka_unit_test(test_repin),   cmocka_unit_test(test_again),
-		cmocka_unit_test(test_requeue), cmocka_unit_test(test_logfn),
-		cmocka_unit_test(test_stuck),   cmocka_unit_test(test_nested),
-		cmocka_unit_test(test_reuse),   cmocka_unit_test(test_destroyed),
+		cmocka_unit_test(test_once),          cmocka_unit_test(test_frees),
+		cmocka_unit_test(test_replace),       cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_repin),         cmocka_unit_test(test_again),
+		cmocka_unit_test(test_requeue),       cmocka_unit_test(test_logfn),
+		cmocka_unit_test(test_logfn_removed), cmocka_unit_test(test_stuck),
+		cmocka_unit_test(test_nested),        cmocka_unit_test(test_reuse),
+		cmocka_unit_test(test_destroyed),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }

@@ -108,6 +108,11 @@ static void log_line(int prio, const char *buf)
 		return;
 	}
 	vr_cb_log_leave(cb);
+	/* the caller saw a function set (vr_dbg), removed since: without
+	 * VRANGE_DEBUG=1 a debug line goes nowhere, as with no function
+	 * (vr_set_log_fn), not to stderr */
+	if (prio == VR_LOG_DEBUG && !vr_debug_stderr())
+		return;
 	char line[600];
 	int n = snprintf(line, sizeof(line), "vrange[%d]: %s%s\n", (int)getpid(),
 			 prio == VR_LOG_WARNING ? "warning: " : "", buf);
