@@ -37,11 +37,12 @@
  * share, 5.6-6.3 s without.  VRANGE_SQLITE_SHARE=PERCENT (0..100, read by
  * the install call) sets it; 0 lets a cache grow to its cache_size.
  *
- * Up to 16 pages SQLite released last (at most 1/8 of cache_size) stay
- * pinned until younger ones push them out, the oldest 8 unpinned at once
- * (vr_obj_unpin_many): SQLite fetches the same few pages again and again,
- * and a pin and an unpin for each would cost more than the default
- * cache's whole lookup.
+ * Up to 64 pages SQLite released last (at most 1/8 of cache_size) stay
+ * pinned until younger ones push them out: one more unpins the oldest
+ * until half of them (32 of 64) are left (vr_obj_unpin_many, up to 32 in
+ * one call): SQLite fetches the same few pages again and again, and a pin
+ * and an unpin for each would cost more than the default cache's whole
+ * lookup.
  *
  * Since 0.3 (libvrange-sqlite.so.0, version node LIBVRANGE_SQLITE_0.3).
  */

@@ -364,6 +364,26 @@ static int methods_mode(void)
 	for (unsigned k = 1; k <= 9; k++)
 		CK(pm.xFetch(t, k, 2));
 	CK(pm.xFetch(t, 100, 1) == NULL && pm.xFetch(t, 100, 2) != NULL);
+
+	/* the hot pages (vrange-sqlite.h): up to 64 pages released last stay
+	 * pinned, at most 1/8 of cache_size; one more unpins the oldest until
+	 * half of them are left */
+	sqlite3_pcache *h = pm.xCreate(M_PS, M_EX, 1);
+	CK(h);
+	pm.xCachesize(h, 1000);
+	struct vr_group *hg = ((struct vsq_cache *)h)->grp;
+	for (unsigned k = 1; k <= 64; k++)
+		m_fill(h, k);
+	uint64_t vol =
+		vr_group_stat(hg, VR_STAT_VOLATILE_BYTES) + vr_group_stat(hg, VR_STAT_PURGED_BYTES);
+	CK(vol == 0, "%" PRIu64 " pages of 64 released unpinned", vol / M_PS);
+	m_fill(h, 65);
+	vol = vr_group_stat(hg, VR_STAT_VOLATILE_BYTES) + vr_group_stat(hg, VR_STAT_PURGED_BYTES);
+	CK(vol == 33 * M_PS, "%" PRIu64 " pages of 65 released unpinned, not 33", vol / M_PS);
+	pm.xCachesize(h, 80); /* 1/8 of it: 10 stay pinned */
+	vol = vr_group_stat(hg, VR_STAT_VOLATILE_BYTES) + vr_group_stat(hg, VR_STAT_PURGED_BYTES);
+	CK(vol == 55 * M_PS, "%" PRIu64 " pages of 65 released unpinned, not 55", vol / M_PS);
+	pm.xDestroy(h);
 	for (int i = 0; i < 3; i++)
 		pm.xDestroy(all[i]);
 	pm.xDestroy(t);
