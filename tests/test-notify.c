@@ -9,6 +9,9 @@
  * one report batch holds.
  * replace: replacing the handler waits for a call in flight in another
  * thread.
+ * destroy_default: vr_group_destroy of the default group (its objects
+ * freed, its handler kept) waits for a call of the handler in flight in
+ * another thread (it did not wait).
  * concurrent: three threads pin (counting VR_PURGED), write and unpin
  * objects of two groups under a memory limit the monitor's limit watcher
  * enforces (VRANGE_MEMORY_LIMIT), while a fourth purges groups and the
@@ -188,6 +191,30 @@ static void test_replace(void **state)
 	assert_int_equal(vr_group_set_purge_handler(g, NULL, NULL), 0);
 	assert_int_equal(atomic_load(&s.left), 1); /* waited for the call */
 	pthread_join(t, NULL);
+	vr_ctx_destroy(c);
+}
+
+/* vr_group_destroy of the default group frees its objects and keeps its
+ * handler, and waits as for any group for a call in flight */
+static void test_destroy_default(void **state)
+{
+	(void)state;
+	struct vr_ctx *c;
+	struct vr_obj *o;
+	struct slow s = { 0 };
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	struct vr_group *g = vr_ctx_group(c);
+	assert_int_equal(vr_obj_new(c, P, 0, &o), 0);
+	assert_int_equal(vr_obj_unpin(o), 0);
+	assert_int_equal(vr_group_set_purge_handler(g, slow_fn, &s), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, purge_thread, g), 0);
+	while (!atomic_load(&s.entered))
+		usleep(1000);
+	vr_group_destroy(g);
+	assert_int_equal(atomic_load(&s.left), 1); /* waited for the call */
+	pthread_join(t, NULL);
+	assert_int_equal(vr_group_stat(g, VR_STAT_OBJECTS), 0);
 	vr_ctx_destroy(c);
 }
 
@@ -864,13 +891,13 @@ int main(void)
 {
 	P = vt_pg();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_once),          cmocka_unit_test(test_frees),
-		cmocka_unit_test(test_replace),       cmocka_unit_test(test_concurrent),
-		cmocka_unit_test(test_repin),         cmocka_unit_test(test_again),
-		cmocka_unit_test(test_requeue),       cmocka_unit_test(test_logfn),
-		cmocka_unit_test(test_logfn_removed), cmocka_unit_test(test_stuck),
-		cmocka_unit_test(test_nested),        cmocka_unit_test(test_reuse),
-		cmocka_unit_test(test_destroyed),
+		cmocka_unit_test(test_once),       cmocka_unit_test(test_frees),
+		cmocka_unit_test(test_replace),    cmocka_unit_test(test_destroy_default),
+		cmocka_unit_test(test_concurrent), cmocka_unit_test(test_repin),
+		cmocka_unit_test(test_again),      cmocka_unit_test(test_requeue),
+		cmocka_unit_test(test_logfn),      cmocka_unit_test(test_logfn_removed),
+		cmocka_unit_test(test_stuck),      cmocka_unit_test(test_nested),
+		cmocka_unit_test(test_reuse),      cmocka_unit_test(test_destroyed),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }
