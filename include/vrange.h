@@ -1359,7 +1359,8 @@ typedef void (*vr_log_fn)(int priority, const char *msg, void *arg);
  * written from a signal handler.
  *
  * When this returns, the function it replaced is not running and will not
- * be called again (unless called from inside @fn or a fault handler).
+ * be called again; it may be called from fault and purge handlers (it
+ * waits for log calls there too), not from a log function.
  *
  * Since: 0.1
  * Context: process-wide; takes a leaf lock; waits for calls in flight.
