@@ -523,7 +523,9 @@ int vr_ctx_memory_limit_scope(struct vr_ctx *ctx);
  * Returns: 0; -EINVAL for NULL @ctx/@out, @size 0 or too large, unknown
  * flags (any bit but VR_REGION_ANON and VR_REGION_SHARED, or both);
  * -EOPNOTSUPP (VR_REGION_SHARED where neither userfaultfd nor guard
- * markers work); or the negative errno of
+ * markers work); -ENOMEM (also VR_REGION_SHARED with a @size the
+ * system's RAM and swap cannot hold: its pages are committed at
+ * creation); or the negative errno of
  * memfd_create/ftruncate/fallocate/mmap/madvise/userfaultfd (nothing is
  * leaked).
  * Since: 0.1; VR_REGION_ANON and VR_REGION_SHARED since 0.2

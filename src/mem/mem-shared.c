@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +92,15 @@ int vr_shared_create(const char *name, size_t size, struct vr_shm_tail *t)
 	uint64_t total = t->map_size + t->state_size;
 	if (total < t->map_size || total > (uint64_t)INT64_MAX)
 		return -EINVAL;
+	/* every page is committed below, and a memfd's tmpfs has no size
+	 * limit: a size the system's RAM and swap cannot hold would not
+	 * fail, it would run the OOM killer, which picks other processes
+	 * (an unmapped file's pages are nobody's).  Refuse it first, as
+	 * tmpfs refuses a fallocate beyond its mount's size. */
+	struct sysinfo si;
+	if (sysinfo(&si) == 0 && si.mem_unit != 0 &&
+	    total / si.mem_unit > (uint64_t)si.totalram + (uint64_t)si.totalswap)
+		return -ENOMEM;
 	int fd = vr_memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
