@@ -325,7 +325,10 @@ ssize_t vr_ctx_notify_pressure(struct vr_ctx *ctx, enum vr_pressure level);
  *
  * Returns: the statistic.
  * Since: 0.1
- * Context: lock-free for the gauges; takes the region-list lock briefly.
+ * Context: lock-free for the gauges; takes the region-list lock briefly
+ * (VR_STAT_FOOTPRINT, which returns 0 when called from a signal handler
+ * that interrupted its own thread inside a vr_* call: it never waits for
+ * its own thread).
  */
 uint64_t vr_ctx_stat(struct vr_ctx *ctx, enum vr_stat which);
 

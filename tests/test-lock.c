@@ -501,7 +501,39 @@ static void sc_async_pin_small(void)
 	async_pin(2000);
 }
 
+/* the handler reads VR_STAT_FOOTPRINT, which walks the region list and
+ * the arenas' chunks, while the main thread creates and destroys
+ * regions and objects of the same ctx: it waited for ever for the list
+ * or span lock its own thread held (vrange.h: no call waits for a lock
+ * its own thread holds); now it returns 0 then */
+static void footprint_handler(int sig)
+{
+	(void)sig;
+	(void)vr_ctx_stat(sig_c, VR_STAT_FOOTPRINT);
+	sig_n++;
+}
+
+static void footprint_loop(void)
+{
+	struct vr_region *r;
+	struct vr_obj *o;
+	if (vr_region_new(sig_c, "fp", 1 << 16, 0, &r) == 0)
+		vr_region_destroy(r);
+	if (vr_obj_new(sig_c, 1 << 16, 0, &o) == 0)
+		vr_obj_free(o);
+}
+
+static void sc_async_footprint(void)
+{
+	alarm(20); /* the hang: killed by SIGALRM */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sig_c), 0);
+	sig_flood(footprint_handler, footprint_loop, 20000);
+	vr_ctx_destroy(sig_c);
+	_exit(0);
+}
+
 static const struct vt_scenario scenarios[] = {
+	{ "async_footprint", sc_async_footprint },
 	{ "async_pin_large", sc_async_pin_large },
 	{ "async_pin_small", sc_async_pin_small },
 	{ "async_other_region", sc_async_other_region },
@@ -591,6 +623,7 @@ static void test_async_handler_calls(void **state)
 	vt_assert_exit_ok(vt_run_scenario("async_slot"));
 	vt_assert_exit_ok(vt_run_scenario("async_pin_large"));
 	vt_assert_exit_ok(vt_run_scenario("async_pin_small"));
+	vt_assert_exit_ok(vt_run_scenario("async_footprint"));
 }
 
 static void test_cancel_in_call(void **state)

@@ -146,6 +146,14 @@ static inline bool vr_held(const pthread_mutex_t *m)
 	return false;
 }
 
+/* does this thread hold (or is it taking) any library lock?  Only in a
+ * signal handler that interrupted library code: public calls take none
+ * at entry, and fault and purge handlers run with none held */
+static inline bool vr_held_any(void)
+{
+	return vr_tls_held.n != 0;
+}
+
 #ifndef NDEBUG
 /* top: index of the innermost held lock, or -1 */
 void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top);

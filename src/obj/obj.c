@@ -427,9 +427,18 @@ uint64_t vr_obj_count(struct vr_ctx *c)
 	return n > 0 ? (uint64_t)n : 0;
 }
 
+/* 0 from a signal handler that interrupted library code in its own
+ * thread: the region list or an arena's chunks may be half changed, and
+ * the locks would wait for that thread -- directly (it holds the list
+ * in vr_region_new/destroy, a span lock in vr_obj_new), or through
+ * another thread that holds the list here and waits for a span lock the
+ * interrupted code holds (vrange.h: no call waits for a lock its own
+ * thread holds; a stat has no -EDEADLK) */
 uint64_t vr_obj_footprint(struct vr_ctx *c)
 {
 	uint64_t sum = 0;
+	if (vr_held_any())
+		return 0;
 	vr_lock(&c->lock, VR_RANK_CTX);
 	for (struct vr_region *r = c->regions; r; r = r->next)
 		sum += r->kind->footprint(r); /* memfd blocks, or resident anonymous pages */
