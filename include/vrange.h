@@ -281,7 +281,9 @@ void vr_ctx_destroy(struct vr_ctx *ctx);
  * unpurged volatile bytes are at most @bytes, or nothing purgeable is left;
  * ranges are purged least-recently-marked first to get there.
  *
- * Returns: 0 or -EINVAL.
+ * Returns: 0, -EINVAL, or -EDEADLK when called from a signal handler
+ * that interrupted this thread inside a purge of @ctx or a change of its
+ * region list (the limit is set, not enforced).
  * Since: 0.1
  * Context: may purge (system calls); may block on region locks.
  */
@@ -297,7 +299,8 @@ int vr_ctx_set_limit(struct vr_ctx *ctx, size_t bytes);
  * chosen.  A range whose trap cannot be armed (VMA limit) is skipped and
  * counted in VR_STAT_SKIPPED.
  *
- * Returns: the bytes reclaimed (a multiple of the page size), or -EINVAL.
+ * Returns: the bytes reclaimed (a multiple of the page size), -EINVAL, or
+ * -EDEADLK (as vr_ctx_set_limit(): nothing is purged).
  * Since: 0.1
  * Context: system calls; may block on region locks.
  */
@@ -312,7 +315,9 @@ ssize_t vr_ctx_purge(struct vr_ctx *ctx, size_t bytes);
  *
  * MODERATE and CRITICAL each add one to VR_STAT_PRESSURE_EVENTS.
  *
- * Returns: the bytes reclaimed, or -EINVAL (NULL ctx, unknown level).
+ * Returns: the bytes reclaimed, -EINVAL (NULL ctx, unknown level), or
+ * -EDEADLK (as vr_ctx_set_limit(): the event is counted, nothing is
+ * purged).
  * Since: 0.1
  * Context: system calls; may block on region locks.
  */
