@@ -129,7 +129,9 @@
  *                         the process's memory limit instead of the one
  *                         detected from its cgroups, or watch none; since
  *                         0.3 BYTES limits this process's own memory
- *                         (RssAnon + RssShmem), not its cgroup's
+ *                         (RssAnon + RssShmem), not its cgroup's; any
+ *                         other value (0, "512MB", "1.5g") is ignored as
+ *                         if unset, with a VRANGE_DEBUG line only
  *   VRANGE_CGROUP_DIR=DIR use DIR as the process's cgroup v2 directory
  *   VRANGE_TRAP=guard|mprotect|uffd
  *                         force the trap backend (uffd: since 0.2;
