@@ -43,6 +43,11 @@
  *     handler on a region (or ctx) that the interrupted code of the same
  *     thread is using returns -EDEADLK instead of waiting for a lock its
  *     own thread holds; a touch of a discarded page there gets SIGBUS.
+ *     A purge from such a handler (vr_ctx_purge, vr_ctx_set_limit,
+ *     vr_ctx_notify_pressure, the limit check of vr_mark) returns
+ *     -EDEADLK whenever the interrupted code is inside any vr_* call:
+ *     it could wait for a purge in another thread that waits for a lock
+ *     the interrupted call holds.
  *   - Thread cancellation (since 0.3): no vr_* call is a cancellation
  *     point, and none runs a fault handler, purge handler or log function
  *     with cancellation enabled: a deferred pthread_cancel pending or
@@ -283,9 +288,9 @@ void vr_ctx_destroy(struct vr_ctx *ctx);
  * unpurged volatile bytes are at most @bytes, or nothing purgeable is left;
  * ranges are purged least-recently-marked first to get there.
  *
- * Returns: 0, -EINVAL, or -EDEADLK when called from a signal handler
- * that interrupted this thread inside a purge of @ctx or a change of its
- * region list (the limit is set, not enforced).
+ * Returns: 0, -EINVAL, or -EDEADLK when a purge is needed and the call
+ * comes from a signal handler that interrupted this thread inside a vr_*
+ * call (the limit is set, not enforced).
  * Since: 0.1
  * Context: may purge (system calls); may block on region locks.
  */
@@ -699,8 +704,9 @@ struct vr_region *vr_region_of(const void *addr);
  * Returns: VR_PURGED if any byte of the interval lies in a purged range
  * when the call returns, else VR_INTACT; -EINVAL for bad arguments
  * (nothing changes); -ENOMEM; -EDEADLK when called from a signal handler
- * that interrupted this thread inside a call on @r (nothing changes) or
- * inside a purge of its ctx (the mark is made, the limit not enforced).
+ * that interrupted this thread inside a call on @r (nothing changes) or,
+ * when the limit needs a purge, inside any other vr_* call (the mark is
+ * made, the limit not enforced).
  * Since: 0.1
  * Context: no system call when nothing is purged; takes the region lock;
  * the limit check allocates nothing.

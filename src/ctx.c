@@ -264,9 +264,12 @@ static uint64_t volatile_now(struct vr_ctx *c)
 
 ssize_t vr_ctx_purge_in(struct vr_ctx *c, struct vr_objs *only, enum vr_purge_goal goal, uint64_t n)
 {
-	/* a signal handler that interrupted a purge of this ctx in its own
-	 * thread would wait for itself */
-	if (vr_held(&c->purge_lock) || vr_held(&c->lock))
+	/* a signal handler that interrupted library code in its own thread
+	 * would wait for itself: directly (a purge or the region list of
+	 * this ctx), or through a purge in another thread, whose purge lock
+	 * it waits for while that purge waits for the region (or other)
+	 * lock the interrupted call holds */
+	if (vr_held_any())
 		return -EDEADLK;
 	struct vr_notify_batch b = { 0 };
 	uint64_t total = 0;

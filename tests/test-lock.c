@@ -532,8 +532,63 @@ static void sc_async_footprint(void)
 	_exit(0);
 }
 
+/* the handler purges (vr_ctx_purge, vr_mark over the limit) while the
+ * main thread is in vr_mark/vr_unmark on region A of the same ctx and
+ * another thread purges: that purge holds the purge lock and waits for
+ * A's lock, which the interrupted call holds, while the handler waited
+ * for the purge lock, for ever.  Now -EDEADLK (or a purge) */
+static struct vr_region *cross_b;
+
+static void cross_handler(int sig)
+{
+	(void)sig;
+	ssize_t n = vr_ctx_purge(sig_c, 4096);
+	int m = vr_mark(cross_b, 0, 2 * 4096);
+	/* (the main thread's own marks purge too, over B's lock) */
+	int u = vr_unmark(cross_b, 0, 2 * 4096);
+	if ((n < 0 && n != -EDEADLK) || (m < 0 && m != -EDEADLK) || (u < 0 && u != -EDEADLK))
+		sig_bad++;
+	sig_n++;
+}
+
+static void cross_loop(void)
+{
+	for (size_t k = 0; k < 16; k++)
+		vr_mark(sig_a, k * 2 * 4096, 4096);
+	for (size_t k = 0; k < 16; k++)
+		vr_unmark(sig_a, k * 2 * 4096, 4096);
+}
+
+static void *cross_purger(void *x)
+{
+	(void)x;
+	while (!atomic_load(&sig_stop)) {
+		vr_mark(cross_b, 4 * 4096, 4 * 4096);
+		vr_ctx_purge(sig_c, SIZE_MAX);
+		vr_unmark(cross_b, 4 * 4096, 4 * 4096);
+	}
+	return NULL;
+}
+
+static void sc_async_purge_cross(void)
+{
+	alarm(20); /* the hang: killed by SIGALRM */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sig_c), 0);
+	CK_EQ(vr_region_new(sig_c, "a", 64 * 4096, 0, &sig_a), 0);
+	CK_EQ(vr_region_new(sig_c, "b", 64 * 4096, 0, &cross_b), 0);
+	CK_EQ(vr_ctx_set_limit(sig_c, 4096), 0);
+	pthread_t t;
+	CK_EQ(pthread_create(&t, NULL, cross_purger, NULL), 0);
+	sig_flood(cross_handler, cross_loop, 20000);
+	pthread_join(t, NULL);
+	CK_EQ(sig_bad, 0);
+	vr_ctx_destroy(sig_c);
+	_exit(0);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "async_footprint", sc_async_footprint },
+	{ "async_purge_cross", sc_async_purge_cross },
 	{ "async_pin_large", sc_async_pin_large },
 	{ "async_pin_small", sc_async_pin_small },
 	{ "async_other_region", sc_async_other_region },
@@ -624,6 +679,7 @@ static void test_async_handler_calls(void **state)
 	vt_assert_exit_ok(vt_run_scenario("async_pin_large"));
 	vt_assert_exit_ok(vt_run_scenario("async_pin_small"));
 	vt_assert_exit_ok(vt_run_scenario("async_footprint"));
+	vt_assert_exit_ok(vt_run_scenario("async_purge_cross"));
 }
 
 static void test_cancel_in_call(void **state)
