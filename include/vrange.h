@@ -338,9 +338,10 @@ ssize_t vr_ctx_notify_pressure(struct vr_ctx *ctx, enum vr_pressure level);
  * Returns: the statistic.
  * Since: 0.1
  * Context: lock-free for the gauges; takes the region-list lock briefly
- * (VR_STAT_FOOTPRINT, which returns 0 when called from a signal handler
- * that interrupted its own thread inside a vr_* call: it never waits for
- * its own thread).
+ * (VR_STAT_FOOTPRINT, and the gauges of a ctx that maps shared files, to
+ * read what other processes changed).  Called from a signal handler that
+ * interrupted its own thread inside a vr_* call it never waits for that
+ * thread: VR_STAT_FOOTPRINT is then 0, the gauges as last synced.
  */
 uint64_t vr_ctx_stat(struct vr_ctx *ctx, enum vr_stat which);
 

@@ -227,8 +227,11 @@ void vr_ctx_free(struct vr_ctx *c, bool inherited)
 }
 
 /* S29: what other processes did to the shared files of c, into its
- * gauges (lock-free per region: vr_shared_sync); skipped when this thread
- * holds c->lock (a signal handler interrupted it) */
+ * gauges (lock-free per region: vr_shared_sync); skipped in a signal
+ * handler that interrupted library code in this thread: the interrupted
+ * call may hold c->lock, or a lock that another thread holding c->lock
+ * waits for (a span lock, under vr_obj_footprint).  (A purge calls this
+ * with its own purge lock held: that one does not count.) */
 static void sync_regions(struct vr_ctx *c) /* c->lock held */
 {
 	for (struct vr_region *r = c->regions; r; r = r->next)
@@ -238,7 +241,8 @@ static void sync_regions(struct vr_ctx *c) /* c->lock held */
 
 void vr_ctx_sync_shared(struct vr_ctx *c)
 {
-	if (!atomic_load_explicit(&c->nshared, memory_order_relaxed) || vr_held(&c->lock))
+	if (!atomic_load_explicit(&c->nshared, memory_order_relaxed) || vr_held(&c->lock) ||
+	    vr_held_interrupted())
 		return;
 	vr_lock(&c->lock, VR_RANK_CTX);
 	sync_regions(c);

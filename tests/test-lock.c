@@ -586,8 +586,49 @@ static void sc_async_purge_cross(void)
 	_exit(0);
 }
 
+/* the handler reads a gauge, which syncs the shared files' state under
+ * the region list's lock, while the main thread allocates objects (an
+ * arena's span lock) and another thread reads the footprint (the list's
+ * lock, then that span lock): the handler waited for the list held by
+ * the reader, the reader for the span lock held by the interrupted call */
+static void *gauge_reader(void *x)
+{
+	(void)x;
+	while (!atomic_load(&sig_stop))
+		(void)vr_ctx_stat(sig_c, VR_STAT_FOOTPRINT);
+	return NULL;
+}
+
+static void gauge_handler(int sig)
+{
+	(void)sig;
+	(void)vr_ctx_stat(sig_c, VR_STAT_VOLATILE_BYTES);
+	sig_n++;
+}
+
+static void gauge_loop(void)
+{
+	struct vr_obj *o;
+	if (vr_obj_new(sig_c, 1 << 16, 0, &o) == 0)
+		vr_obj_free(o);
+}
+
+static void sc_async_gauge_cross(void)
+{
+	alarm(20); /* the hang: killed by SIGALRM */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sig_c), 0);
+	CK_EQ(vr_region_new(sig_c, "s", 1 << 16, VR_REGION_SHARED, &sig_a), 0);
+	pthread_t t;
+	CK_EQ(pthread_create(&t, NULL, gauge_reader, NULL), 0);
+	sig_flood(gauge_handler, gauge_loop, 20000);
+	pthread_join(t, NULL);
+	vr_ctx_destroy(sig_c);
+	_exit(0);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "async_footprint", sc_async_footprint },
+	{ "async_gauge_cross", sc_async_gauge_cross },
 	{ "async_purge_cross", sc_async_purge_cross },
 	{ "async_pin_large", sc_async_pin_large },
 	{ "async_pin_small", sc_async_pin_small },
@@ -680,6 +721,7 @@ static void test_async_handler_calls(void **state)
 	vt_assert_exit_ok(vt_run_scenario("async_pin_small"));
 	vt_assert_exit_ok(vt_run_scenario("async_footprint"));
 	vt_assert_exit_ok(vt_run_scenario("async_purge_cross"));
+	vt_assert_exit_ok(vt_run_scenario("async_gauge_cross"));
 }
 
 static void test_cancel_in_call(void **state)

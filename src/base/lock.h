@@ -154,6 +154,21 @@ static inline bool vr_held_any(void)
 	return vr_tls_held.n != 0;
 }
 
+/* does this thread hold (or is it taking) a lock of code that a signal
+ * handler interrupted (pushed below the current level, or a slot still
+ * being filled)?  Unlike vr_held_any(), the calling code's own locks do
+ * not count */
+static inline bool vr_held_interrupted(void)
+{
+	unsigned n = vr_tls_held.n;
+	if (n > VR_HELD_MAX)
+		return true;
+	for (unsigned i = 0; i < n; i++)
+		if (!vr_tls_held.lock[i] || vr_tls_held.lvl[i] < vr_tls_held.level)
+			return true;
+	return false;
+}
+
 #ifndef NDEBUG
 /* top: index of the innermost held lock, or -1 */
 void vr_lock_order_violation(const pthread_mutex_t *m, unsigned rank, int top);
