@@ -980,7 +980,8 @@ int vr_trap_backend(void);
  * together; or the negative errno of a failed memfd, mmap or ftruncate)
  * with nothing leaked,
  * -EDEADLK (called from a signal handler that interrupted an allocation of
- * the same size class in this thread).
+ * the same size class in this thread, or a call of this thread that held
+ * the object queue of the same group: a purge, an unpin, an allocation).
  * Since: 0.2
  * Context: may allocate and make system calls; takes a size-class lock.
  */

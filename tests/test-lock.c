@@ -626,9 +626,59 @@ static void sc_async_gauge_cross(void)
 	_exit(0);
 }
 
+/* the handler allocates an object while the main thread purges the same
+ * group, whose objects it requeues under the group's object queue lock:
+ * the allocation's reserve of that queue waited for the lock its own
+ * thread held, for ever.  Now -EDEADLK (or an object) */
+static struct vr_obj *rq_objs[64];
+static size_t rq_n;
+
+static void rq_handler(int sig)
+{
+	(void)sig;
+	struct vr_obj *o;
+	int r = rq_n < sizeof(rq_objs) / sizeof(rq_objs[0]) ? vr_obj_new(sig_c, 16, 0, &o)
+							    : -EDEADLK;
+	if (r == 0)
+		rq_objs[rq_n++] = o; /* (not freed here: vrange.h, vr_obj_free) */
+	else if (r != -EDEADLK)
+		sig_bad++;
+	sig_n++;
+}
+
+static void rq_loop(void)
+{
+	vr_obj_unpin(sig_o);
+	vr_ctx_purge(sig_c, SIZE_MAX);
+	vr_obj_pin(sig_o);
+	/* the handler's objects, freed outside it (signal blocked) */
+	sigset_t m, old;
+	sigemptyset(&m);
+	sigaddset(&m, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &m, &old);
+	for (size_t i = 0; i < rq_n; i++)
+		vr_obj_free(rq_objs[i]);
+	rq_n = 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void sc_async_obj_queue(void)
+{
+	alarm(20); /* the hang: killed by SIGALRM */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sig_c), 0);
+	CK_EQ(vr_obj_new(sig_c, 2000, 0, &sig_o), 0);
+	sig_flood(rq_handler, rq_loop, 200000);
+	CK_EQ(sig_bad, 0);
+	for (size_t i = 0; i < rq_n; i++)
+		vr_obj_free(rq_objs[i]);
+	vr_ctx_destroy(sig_c);
+	_exit(0);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "async_footprint", sc_async_footprint },
 	{ "async_gauge_cross", sc_async_gauge_cross },
+	{ "async_obj_queue", sc_async_obj_queue },
 	{ "async_purge_cross", sc_async_purge_cross },
 	{ "async_pin_large", sc_async_pin_large },
 	{ "async_pin_small", sc_async_pin_small },
@@ -722,6 +772,7 @@ static void test_async_handler_calls(void **state)
 	vt_assert_exit_ok(vt_run_scenario("async_footprint"));
 	vt_assert_exit_ok(vt_run_scenario("async_purge_cross"));
 	vt_assert_exit_ok(vt_run_scenario("async_gauge_cross"));
+	vt_assert_exit_ok(vt_run_scenario("async_obj_queue"));
 }
 
 static void test_cancel_in_call(void **state)

@@ -167,6 +167,11 @@ static void rq_compact(struct vr_objs *os)
  * allocates, and the heap never needs more than one entry per unit */
 int vr_obj_rq_reserve(struct vr_objs *os, size_t n)
 {
+	/* a signal handler's vr_obj_new that interrupted this thread while it
+	 * held the heap (a purge, an unpin's requeue, another vr_obj_new)
+	 * would wait for itself for ever */
+	if (vr_held(&os->rq_lock))
+		return -EDEADLK;
 	vr_lock(&os->rq_lock, VR_RANK_OBJ_LRU);
 	size_t cap = os->rq_cap;
 	vr_unlock(&os->rq_lock);
