@@ -116,7 +116,9 @@ static int budget_state(struct vsq_cache *c)
 		c->grown = 0;
 	}
 	budget = budget > c->grown ? budget - c->grown : 0;
-	if (budget < limit / 100 * g.reserve)
+	/* the reserve rounded, not limit / 100 first: under 100 bytes that
+	 * made it 0, and a spent budget (1) never low */
+	if (budget < limit / 100 * g.reserve + limit % 100 * g.reserve / 100)
 		return VSQ_LOW;
 	if (vr_ctx_stat(c->ctx, VR_STAT_VOLATILE_BYTES) + c->sz_page + limit / VSQ_HEADROOM_DIV >=
 	    budget)

@@ -14,6 +14,8 @@
  *   spill   under a memory limit just above the process's own memory
  *           (VRANGE_MEMORY_LIMIT): the budget is spent, createFlag 1 is
  *           answered "no page" and SQLite spills
+ *   tiny    the same under a limit of 99 bytes (VRANGE_MEMORY_LIMIT=99),
+ *           whose reserve once rounded to 0
  * and every hash of every run must equal the default cache's.
  *
  * test-sqlite --cgroup (the test sqlite-cgroup) is the cgroup mode: a
@@ -52,7 +54,7 @@
 /* the modes after "default"; the last ones (where nearly every unpin
  * purges: a system call each) run the light workload, compared with a
  * light run on the default cache */
-static const char *const modes[] = { "vrange", "purge", "limit", "spill" };
+static const char *const modes[] = { "vrange", "purge", "limit", "spill", "tiny" };
 #define LIGHT_FROM 2
 #define BIG_MIB (getenv("VT_BIG_MIB") ? (unsigned)atoi(getenv("VT_BIG_MIB")) : 32)
 #define BIG_LIMIT                                                                                  \
@@ -173,6 +175,12 @@ static int child(const char *mode, int fd)
 		snprintf(lim, sizeof(lim), "%" PRIu64, vt_own_memory() + (1u << 20));
 		CK(setenv("VRANGE_MEMORY_LIMIT", lim, 1) == 0);
 	}
+	/* a limit under 100 bytes: its reserve (12 bytes) is still above the
+	 * budget of 1 it leaves, so SQLite is made to spill as under any
+	 * other spent budget */
+	bool tiny = strcmp(mode, "tiny") == 0;
+	if (tiny)
+		CK(setenv("VRANGE_MEMORY_LIMIT", "99", 1) == 0);
 	if (ours) {
 		CK(vr_ctx_new(0, &ctx) == 0);
 		CK(vr_sqlite_pcache_install(ctx) == 0);
@@ -184,7 +192,7 @@ static int child(const char *mode, int fd)
 		CK(pthread_create(&tracer, NULL, trace_loop, ctx) == 0);
 		CK(pthread_detach(tracer) == 0);
 	}
-	if (strcmp(mode, "spill") == 0)
+	if (strcmp(mode, "spill") == 0 || tiny)
 		CK(vr_ctx_memory_limit(ctx) > 0 &&
 			   vr_ctx_memory_limit_scope(ctx) == VR_LIMIT_PROCESS,
 		   "VRANGE_MEMORY_LIMIT not taken (scope %d)", vr_ctx_memory_limit_scope(ctx));
@@ -227,7 +235,7 @@ static int child(const char *mode, int fd)
 	}
 	if (strcmp(mode, "purge") == 0 || strcmp(mode, "limit") == 0)
 		CK(s.purged > 0, "no purged page was ever found: the mode tested nothing");
-	if (strcmp(mode, "spill") == 0) {
+	if (strcmp(mode, "spill") == 0 || tiny) {
 		CK(s.refused_budget > 0, "no fetch was refused under a spent budget");
 		/* VRANGE_MEMORY_LIMIT does not count the file cache */
 		CK(s.refused_share == 0, "a share of VRANGE_MEMORY_LIMIT's limit applied");
