@@ -47,7 +47,9 @@
  *     vr_ctx_notify_pressure, the limit check of vr_mark) returns
  *     -EDEADLK whenever the interrupted code is inside any vr_* call:
  *     it could wait for a purge in another thread that waits for a lock
- *     the interrupted call holds.
+ *     the interrupted call holds.  Calls that may allocate (vr_mark,
+ *     vr_unmark, vr_obj_new, the setters) take malloc's locks: a handler
+ *     that may interrupt malloc must not make them.
  *   - Thread cancellation (since 0.3): no vr_* call is a cancellation
  *     point, and none runs a fault handler, purge handler or log function
  *     with cancellation enabled: a deferred pthread_cancel pending or
