@@ -21,7 +21,9 @@
  * the cache with createFlag 1 answers "no page" and the page count that
  * SQLite asks next answers "full", so that SQLite spills a dirty page to
  * its file (which then becomes clean and purgeable) instead of growing the
- * memory it pins, whatever its cache_spill.  SQLite's own rule is kept as
+ * memory it pins, whatever its cache_spill threshold (PRAGMA
+ * cache_spill=OFF forbids SQLite to spill: then its dirty pages grow as
+ * with any page cache, and the limit may be reached).  SQLite's own rule is kept as
  * well: createFlag 1 answers "no page" when 90% of cache_size is pinned.
  * VRANGE_SQLITE_RESERVE=PERCENT (0..50, read by the install call) sets the
  * reserve in percent of the limit; 0 turns this policy off.
