@@ -82,12 +82,6 @@ static inline size_t vr_ctx_effective_limit(struct vr_ctx *c)
 	return a;
 }
 
-/* a gauge: the sum of the shards (relaxed, no lock).  The sum is signed
- * and read as 0 when below: an object's bytes are added to the volatile
- * gauge after it became purgeable (obj.c; for a whole batch,
- * vr_obj_unpin_many), so a purge in another thread may take them out
- * first; a wrapped sum would read as about 2^64 and make a limit check
- * purge everything. */
 /* something may be purgeable again: clear the "nothing purgeable" hint
  * so that the next limit check does not skip (written only when set, so
  * that calls on different units do not share a written cache line) */
@@ -107,7 +101,8 @@ static inline void vr_ctx_unstick(struct vr_ctx *c)
  * sees purging and counts an add, and either the run, after setting the
  * hint, sees adds move and takes the hint back, or this thread sees the
  * hint and clears it.  Only on the adding path: an intact or inside mark
- * pays nothing. */
+ * pays nothing.  (Sequentially consistent loads, not vr_ctx_unstick's
+ * relaxed ones: the hint's read is one side of that pairing.) */
 static inline void vr_ctx_added(struct vr_ctx *c)
 {
 	atomic_thread_fence(memory_order_seq_cst);
@@ -117,6 +112,12 @@ static inline void vr_ctx_added(struct vr_ctx *c)
 		atomic_store(&c->limit_stuck, false);
 }
 
+/* a gauge: the sum of the shards (relaxed, no lock).  The sum is signed
+ * and read as 0 when below: an object's bytes are added to the volatile
+ * gauge after it became purgeable (obj.c; for a whole batch,
+ * vr_obj_unpin_many), so a purge in another thread may take them out
+ * first; a wrapped sum would read as about 2^64 and make a limit check
+ * purge everything. */
 static inline uint64_t vr_ctx_gauge(struct vr_ctx *c, enum vr_gauge g)
 {
 	uint64_t sum = 0;

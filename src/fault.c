@@ -413,11 +413,8 @@ static void unclaimed(struct vr_region *r, void *addr, uint64_t gen, int sig, si
 		      void *ucv, struct sigaction *pp)
 {
 	if (r->coop_m && !vr_coop_caught_up(r->coop_m)) {
-		/* wait for the listener (mem-trap-coop.c), then re-run; no
-		 * cancellation in its nanosleep (wait_range) */
-		vr_nocancel_enter();
+		/* wait for the listener (mem-trap-coop.c), then re-run */
 		vr_trap_coop_wait(r);
-		vr_nocancel_leave();
 		return;
 	}
 	/* the re-fault record: base/refault.h */

@@ -48,6 +48,7 @@
 #include "vrange.h"
 #include "coop.h"
 #include "base/inject.h"
+#include "base/lock.h"
 #include "base/sys.h"
 #include "mem/mem.h"
 #include "ctx.h" /* r->ctx counters: to move into base/acct.h (layering S15) */
@@ -289,8 +290,13 @@ int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len)
  * markers follow every request posted; async-signal-safe */
 void vr_trap_coop_wait(struct vr_region *r)
 {
+	/* nanosleep is a cancellation point: a cancel pending in the
+	 * faulting thread acts after its access, not in here (vrange.h; as
+	 * fault.c wait_range) */
+	vr_nocancel_enter();
 	for (int i = 0; i < 10000 && r->coop_m && !vr_coop_caught_up(r->coop_m); i++) {
 		struct timespec ts = { 0, 100000 };
 		nanosleep(&ts, NULL);
 	}
+	vr_nocancel_leave();
 }

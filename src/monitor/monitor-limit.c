@@ -357,6 +357,13 @@ static uint64_t limit_detect(int *kind, char **where)
 
 static int open_in(const char *dir, const char *name);
 
+void mon_limit_gate_close(struct mon_limit *l)
+{
+	mon_close_fd(&l->gate_stat_fd);
+	free(l->gate_dir);
+	l->gate_dir = NULL;
+}
+
 /* under VRANGE_MEMORY_LIMIT, or without a limit watcher: (re)detect the
  * cgroup limit for the pressure gate (mon_limit_file_first) */
 static void limit_gate(struct mon_limit *l)
@@ -372,9 +379,7 @@ static void limit_gate(struct mon_limit *l)
 		free(where);
 		return;
 	}
-	mon_close_fd(&l->gate_stat_fd);
-	free(l->gate_dir);
-	l->gate_dir = NULL;
+	mon_limit_gate_close(l);
 	l->gate = (struct mon_limit_plan){ 0 };
 	if (lim != UINT64_MAX && where)
 		l->gate_stat_fd = open_in(where, "memory.stat");
@@ -523,8 +528,7 @@ static void limit_close(struct vr_monitor *m)
 {
 	struct mon_limit *l = &m->lim;
 	limit_close_fds(l);
-	mon_close_fd(&l->gate_stat_fd);
-	free(l->gate_dir);
+	mon_limit_gate_close(l);
 	free(l->dir);
 	*l = MON_LIMIT_CLOSED;
 	atomic_store(&m->ctx->budget, 0);

@@ -379,8 +379,7 @@ static void monitor_free(struct vr_monitor *m)
 	for (size_t i = 0; i < VR_ARRAY_SIZE(all_sources); i++)
 		if (m->active & (1u << all_sources[i]->id))
 			all_sources[i]->close(m);
-	mon_close_fd(&m->lim.gate_stat_fd); /* a gate without the limit watcher */
-	free(m->lim.gate_dir);
+	mon_limit_gate_close(&m->lim); /* a gate without the limit watcher */
 	mon_close_fd(&m->wake_fd);
 	free(m);
 }

@@ -262,6 +262,8 @@ void mon_raise(struct vr_monitor *m, int level, const char *why) _nonnull_();
 bool mon_limit_file_first(struct vr_monitor *m, uint64_t *file) _nonnull_();
 /* monitor-limit.c: the monitor thread starts (binds per-thread files) */
 void mon_limit_thread_start(struct vr_monitor *m) _nonnull_();
+/* the pressure gate's memory.stat closed and its cgroup forgotten */
+void mon_limit_gate_close(struct mon_limit *l) _nonnull_();
 /* a level-triggered source measured level now */
 void mon_hold(struct vr_monitor *m, struct mon_hold *h, int level, uint64_t now, const char *why)
 	_nonnull_();

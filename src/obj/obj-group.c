@@ -260,15 +260,12 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
  * logs, a free list) may be held by parent threads the child does not
  * have.  So in a child the batch is dropped where the fork left it: the
  * parent reports its own purges, and the child's copies of the groups
- * are only freed (its puts are skipped: a copy is leaked at worst). */
-static bool objs_inherited(const struct vr_objs *os)
-{
-	return vr_gen_inherited(os->ctx->fork_gen);
-}
+ * are only freed (its puts are skipped: a copy is leaked at worst).
+ * The test is vr_inherited_ctx() of the group's ctx. */
 
 static void report(struct vr_objs *os, struct vr_obj *o)
 {
-	if (objs_inherited(os))
+	if (vr_inherited_ctx(os->ctx))
 		return; /* FORK IN A HANDLER: the child */
 	uint64_t s = atomic_load(&o->state);
 	do {
@@ -280,7 +277,7 @@ static void report(struct vr_objs *os, struct vr_obj *o)
 	vr_purge_fn fn = (vr_purge_fn)vr_cb_slot_get(&os->purge, &arg);
 	if (fn) /* NULL: removed since the purge, which goes unreported */
 		fn(o, arg);
-	if (objs_inherited(os))
+	if (vr_inherited_ctx(os->ctx))
 		return; /* the handler forked: this is the child (FORK IN A HANDLER) */
 	/* the call returned.  o may have been freed during it (by the
 	 * handler or another thread): then its handle was kept out of reuse
@@ -336,7 +333,7 @@ static void notify_now(struct vr_notify_batch *b)
 		report_unit(b->e[k].os, b->e[k].unit);
 	vr_cb_leave(cb);
 	for (size_t k = 0; k < b->n; k++)
-		if (!objs_inherited(b->e[k].os))
+		if (!vr_inherited_ctx(b->e[k].os->ctx))
 			vr_objs_put(b->e[k].os);
 	b->n = 0;
 	notify_depth--;
