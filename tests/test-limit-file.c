@@ -259,6 +259,21 @@ static void cache_report(const char *what, struct cache *k, long intact)
  * 12 own memory over the override; 13 nothing purged/kept; 14 a limit
  * change not followed */
 
+/* the file read twice, then the cache: 90% of its objects intact (an
+ * exit code) */
+static int stream_and_check(struct cache *k, const char *name)
+{
+	for (int pass = 0; pass < 2; pass++)
+		if (!stream_file())
+			return 5;
+	size_t late;
+	long intact = cache_check(k, &late);
+	if (intact < 0)
+		return (int)-intact;
+	cache_report(name, k, intact);
+	return intact * 10 >= (long)k->n * 9 ? 0 : 10;
+}
+
 static int stream_main(void)
 {
 	struct cache k;
@@ -267,15 +282,7 @@ static int stream_main(void)
 		return rc;
 	if (vr_ctx_memory_limit(k.c) != 128 * MiB)
 		return 4;
-	for (int pass = 0; pass < 2; pass++)
-		if (!stream_file())
-			return 5;
-	size_t late;
-	long intact = cache_check(&k, &late);
-	if (intact < 0)
-		return (int)-intact;
-	cache_report("stream", &k, intact);
-	return intact * 10 >= NCACHE * 9 ? 0 : 10;
+	return stream_and_check(&k, "stream");
 }
 
 /* a cache under its line, and the stream: the reserve of file cache
@@ -298,15 +305,7 @@ static int near_main(void)
 		k.n++;
 	}
 	sleep_ms(300); /* a poll before the read: no file cache yet */
-	for (int pass = 0; pass < 2; pass++)
-		if (!stream_file())
-			return 5;
-	size_t late;
-	long intact = cache_check(&k, &late);
-	if (intact < 0)
-		return (int)-intact;
-	cache_report("near", &k, intact);
-	return intact * 10 >= (long)k.n * 9 ? 0 : 10;
+	return stream_and_check(&k, "near");
 }
 
 /* a hot file (read three times in a row: its pages turn active) and the

@@ -665,19 +665,27 @@ static void test_cgroup2_events(void **state)
 	clear_env();
 }
 
-/* memory.current above memory.high -> MODERATE; near memory.max -> CRITICAL */
-static void test_cgroup2_headroom(void **state)
+/* a seam with memory.high 100 MB and memory.max 200 MB, and a ctx whose
+ * monitor watches it (cgroup2); memory.current at 50 MB, far from both */
+static char *headroom_seam(struct vr_ctx **c)
 {
-	(void)state;
 	clear_env();
-	size_t P = vt_pg();
 	char *dir = make_seam();
 	put(dir, "memory.high", "100000000\n");
 	put(dir, "memory.max", "200000000\n");
 	setenv("VRANGE_CGROUP_DIR", dir, 1);
+	assert_int_equal(vr_ctx_new(0, c), 0);
+	assert_int_equal(vr_ctx_monitor_source(*c), VR_MONITOR_CGROUP2);
+	return dir;
+}
+
+/* memory.current above memory.high -> MODERATE; near memory.max -> CRITICAL */
+static void test_cgroup2_headroom(void **state)
+{
+	(void)state;
+	size_t P = vt_pg();
 	struct vr_ctx *c;
-	assert_int_equal(vr_ctx_new(0, &c), 0);
-	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_CGROUP2);
+	char *dir = headroom_seam(&c);
 	struct marked mk = mark_ranges(c, 4);
 
 	put(dir, "memory.current", "150000000\n"); /* > high, 75% of max */
@@ -721,15 +729,9 @@ static void mfork_handler(struct vr_obj *o, void *arg)
 static void test_fork_in_monitor_purge(void **state)
 {
 	(void)state;
-	clear_env();
 	size_t P = vt_pg();
-	char *dir = make_seam();
-	put(dir, "memory.high", "100000000\n");
-	put(dir, "memory.max", "200000000\n");
-	setenv("VRANGE_CGROUP_DIR", dir, 1);
 	struct vr_ctx *c;
-	assert_int_equal(vr_ctx_new(0, &c), 0);
-	assert_int_equal(vr_ctx_monitor_source(c), VR_MONITOR_CGROUP2);
+	char *dir = headroom_seam(&c);
 	struct vr_group *g;
 	assert_int_equal(vr_group_new(c, 3, &g), 0);
 	assert_int_equal(vr_group_set_purge_handler(g, mfork_handler, NULL), 0);

@@ -172,6 +172,17 @@ static void *purge_thread(void *arg)
 	return NULL;
 }
 
+/* slow_fn becomes g's handler, and a thread's purge of g is inside it */
+static pthread_t slow_purge(struct vr_group *g, struct slow *s)
+{
+	assert_int_equal(vr_group_set_purge_handler(g, slow_fn, s), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, purge_thread, g), 0);
+	while (!atomic_load(&s->entered))
+		usleep(1000);
+	return t;
+}
+
 static void test_replace(void **state)
 {
 	(void)state;
@@ -183,11 +194,7 @@ static void test_replace(void **state)
 	assert_int_equal(vr_group_new(c, 5, &g), 0);
 	assert_int_equal(vr_obj_new_in(g, P, 0, 0, &o), 0);
 	assert_int_equal(vr_obj_unpin(o), 0);
-	assert_int_equal(vr_group_set_purge_handler(g, slow_fn, &s), 0);
-	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, purge_thread, g), 0);
-	while (!atomic_load(&s.entered))
-		usleep(1000);
+	pthread_t t = slow_purge(g, &s);
 	assert_int_equal(vr_group_set_purge_handler(g, NULL, NULL), 0);
 	assert_int_equal(atomic_load(&s.left), 1); /* waited for the call */
 	pthread_join(t, NULL);
@@ -206,11 +213,7 @@ static void test_destroy_default(void **state)
 	struct vr_group *g = vr_ctx_group(c);
 	assert_int_equal(vr_obj_new(c, P, 0, &o), 0);
 	assert_int_equal(vr_obj_unpin(o), 0);
-	assert_int_equal(vr_group_set_purge_handler(g, slow_fn, &s), 0);
-	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, purge_thread, g), 0);
-	while (!atomic_load(&s.entered))
-		usleep(1000);
+	pthread_t t = slow_purge(g, &s);
 	vr_group_destroy(g);
 	assert_int_equal(atomic_load(&s.left), 1); /* waited for the call */
 	pthread_join(t, NULL);
