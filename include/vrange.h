@@ -983,7 +983,9 @@ int vr_trap_backend(void);
  * with nothing leaked,
  * -EDEADLK (called from a signal handler that interrupted an allocation of
  * the same size class in this thread, or a call of this thread that held
- * the object queue of the same group: a purge, an unpin, an allocation).
+ * the object queue of the same group: a purge, an unpin, an allocation;
+ * or, since 0.3, a purge of this ctx by this thread, when the free slot
+ * found is on a page that purge has claimed).
  * Since: 0.2
  * Context: may allocate and make system calls; takes a size-class lock.
  */
@@ -1382,7 +1384,10 @@ typedef void (*vr_log_fn)(int priority, const char *msg, void *arg);
  *
  * When this returns, the function it replaced is not running and will not
  * be called again; it may be called from fault and purge handlers (it
- * waits for log calls there too), not from a log function.
+ * waits for log calls there too), not from a log function, nor from an
+ * asynchronous signal handler that may interrupt a vr_* call of its
+ * thread: that call may be inside a log call, which this would wait for,
+ * and there is no error to return instead.
  *
  * Since: 0.1
  * Context: process-wide; takes a leaf lock; waits for calls in flight.

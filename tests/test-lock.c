@@ -675,10 +675,71 @@ static void sc_async_obj_queue(void)
 	_exit(0);
 }
 
+/* the handler allocates in the size class whose page the interrupted
+ * purge has claimed: a log function raises SIGUSR1 when the purge's first
+ * page is discarded, while the second page of its batch (which holds the
+ * class's only free slot) is still claimed.  The allocation waited for
+ * that claim, which is released only after the handler returns: for ever.
+ * Now -EDEADLK */
+static volatile sig_atomic_t claim_armed, claim_r = 1;
+
+static void claim_handler(int sig)
+{
+	(void)sig;
+	struct vr_obj *o;
+	claim_r = vr_obj_new(sig_c, 2000, 0, &o);
+	if (claim_r == 0)
+		vr_obj_free(o);
+}
+
+static void claim_log(int prio, const char *line, void *arg)
+{
+	(void)prio;
+	(void)arg;
+	if (claim_armed && strstr(line, "purged object unit")) {
+		claim_armed = 0;
+		raise(SIGUSR1);
+	}
+}
+
+static void sc_async_obj_claimed(void)
+{
+	alarm(20); /* the hang: killed by SIGALRM */
+	CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &sig_c), 0);
+	struct vr_obj *o[4];
+	for (int i = 0; i < 4; i++)
+		CK_EQ(vr_obj_new(sig_c, 2000, 0, &o[i]), 0);
+	/* the premise: two objects on each of two pages that follow */
+	uintptr_t pg[4];
+	for (int i = 0; i < 4; i++)
+		pg[i] = (uintptr_t)vr_obj_ptr(o[i]) / (uintptr_t)sysconf(_SC_PAGESIZE);
+	CK(pg[0] == pg[1] && pg[2] == pg[3] && pg[2] == pg[0] + 1, "layout: %lx %lx %lx %lx",
+	   (unsigned long)pg[0], (unsigned long)pg[1], (unsigned long)pg[2], (unsigned long)pg[3]);
+	vr_obj_free(o[2]); /* the class's first free slot: on the second page */
+	CK_EQ(vr_obj_unpin(o[0]), 0);
+	CK_EQ(vr_obj_unpin(o[1]), 0);
+	CK_EQ(vr_obj_unpin(o[3]), 0);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = claim_handler;
+	sigemptyset(&sa.sa_mask);
+	CK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	vr_set_log_fn(claim_log, NULL);
+	claim_armed = 1;
+	CK(vr_ctx_purge(sig_c, SIZE_MAX) >= 2 * 4096, "purge");
+	vr_set_log_fn(NULL, NULL);
+	CK(claim_armed == 0, "no page was purged");
+	CK_EQ(claim_r, -EDEADLK);
+	CK_EQ(vr_obj_pin(o[3]), VR_PURGED);
+	vr_ctx_destroy(sig_c);
+	_exit(0);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "async_footprint", sc_async_footprint },
 	{ "async_gauge_cross", sc_async_gauge_cross },
 	{ "async_obj_queue", sc_async_obj_queue },
+	{ "async_obj_claimed", sc_async_obj_claimed },
 	{ "async_purge_cross", sc_async_purge_cross },
 	{ "async_pin_large", sc_async_pin_large },
 	{ "async_pin_small", sc_async_pin_small },
@@ -773,6 +834,7 @@ static void test_async_handler_calls(void **state)
 	vt_assert_exit_ok(vt_run_scenario("async_purge_cross"));
 	vt_assert_exit_ok(vt_run_scenario("async_gauge_cross"));
 	vt_assert_exit_ok(vt_run_scenario("async_obj_queue"));
+	vt_assert_exit_ok(vt_run_scenario("async_obj_claimed"));
 }
 
 static void test_cancel_in_call(void **state)

@@ -643,8 +643,17 @@ static int alloc_small(struct vr_objs *os, size_t size, uint32_t xstride, uint64
 	struct vr_opage *p;
 	unsigned n;
 	obj_pages(o, &p, &n);
+	/* a free slot may sit on a page this thread's interrupted purge
+	 * claimed, released only after this signal handler returns: no wait
+	 * for it (pin_small does the same) */
+	bool self = _unlikely_(vr_tls_held.n) && vr_held(&os->ctx->purge_lock);
 	for (unsigned i = 0; i < n; i++)
-		vr_opage_hold(&p[i]);
+		if (!vr_opage_hold_unless(&p[i], self)) {
+			for (unsigned j = 0; j <= i; j++)
+				vr_opage_drop(&p[j]);
+			err = -EDEADLK;
+			goto out;
+		}
 	err = restore_pages(os, p, n);
 	if (err < 0) {
 		for (unsigned i = 0; i < n; i++)
