@@ -11,6 +11,7 @@
 #include "tests.h"
 
 #include <dirent.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -955,6 +956,65 @@ static void sc_handler_fork(void)
 	vr_ctx_destroy(HF.c);
 }
 
+/* ------------------------------------------------------------------ */
+/* a fork while a thread holds the dynamic loader's lock               */
+
+/* The lock dl_iterate_phdr takes stays held in a child forked while a
+ * parent thread was inside it.  The library's monitor thread was, when it
+ * started (it found its code segment to mlock that way): a child forked
+ * then hung in vr_ctx_destroy, joining a monitor thread of its own that
+ * waited for that lock (test-fork's child_destroy, about once in a
+ * hundred runs under load).  Here an application thread holds the lock
+ * across the fork, so that every run has the window: the child's use of
+ * the library must not need the lock. */
+static atomic_int ldr_inside, ldr_release;
+
+static int ldr_hold(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	(void)arg;
+	atomic_store(&ldr_inside, 1);
+	while (!atomic_load(&ldr_release))
+		sched_yield();
+	return 1;
+}
+
+static void *ldr_thread(void *arg)
+{
+	(void)arg;
+	dl_iterate_phdr(ldr_hold, NULL);
+	return NULL;
+}
+
+static void sc_child_loader_lock(void)
+{
+	pthread_t t;
+	CK_EQ(pthread_create(&t, NULL, ldr_thread, NULL), 0);
+	while (!atomic_load(&ldr_inside))
+		sched_yield();
+	pid_t pid = fork();
+	CK(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		size_t P = vt_pg();
+		struct vr_ctx *c;
+		struct vr_region *r;
+		CK_EQ(vr_ctx_new(0, &c), 0); /* with its monitor thread */
+		CK(vr_ctx_monitor_source(c) != VR_MONITOR_NONE);
+		CK_EQ(vr_region_new(c, "vt-child", 2 * P, 0, &r), 0);
+		vt_fill(vr_region_base(r), 0, 2 * P, 3);
+		CK_EQ(vr_mark(r, 0, 2 * P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(c, SIZE_MAX), 2 * P);
+		CK_EQ(vr_unmark(r, 0, 2 * P), VR_PURGED);
+		vr_ctx_destroy(c); /* joins the monitor thread */
+		_exit(0);
+	}
+	atomic_store(&ldr_release, 1);
+	pthread_join(t, NULL);
+	ck_child_ok(wait_child(pid), "child of a fork inside dl_iterate_phdr");
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "child_handles", sc_child_handles },
 	{ "child_destroy", sc_child_destroy },
@@ -967,6 +1027,7 @@ static const struct vt_scenario scenarios[] = {
 	{ "child_destroy_threads", sc_child_destroy_threads },
 	{ "child_shared_threads", sc_child_shared_threads },
 	{ "handler_fork", sc_handler_fork },
+	{ "child_loader_lock", sc_child_loader_lock },
 };
 
 /* ------------------------------------------------------------------ */
@@ -1036,6 +1097,12 @@ static void test_fork_in_purge_handler(void **state)
 	run_ok("handler_fork");
 }
 
+static void test_fork_holding_loader_lock(void **state)
+{
+	(void)state;
+	run_ok("child_loader_lock");
+}
+
 static void test_exec_leaves_no_fd(void **state)
 {
 	(void)state;
@@ -1058,6 +1125,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fork_while_logging),
 		cmocka_unit_test(test_child_destroys_in_two_threads),
 		cmocka_unit_test(test_child_shared_in_two_threads),
+		cmocka_unit_test(test_fork_holding_loader_lock),
 		cmocka_unit_test(test_fork_in_purge_handler),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,7 +62,13 @@ static void run_down(bool child)
  * Once-flags: pthread_once (lib.c's global init, setup() here) is safe:
  * glibc re-runs an initializer that a fork interrupted in another thread.
  * Lock-free state with counters (registry readers, callback sections) is
- * reset in the child, where only the forking thread exists. */
+ * reset in the child, where only the forking thread exists.
+ * Locks of libc that fork does not reset: glibc makes malloc and stdio
+ * usable in the child, not the dynamic loader, whose lock a child inherits
+ * held if any parent thread was in dl_iterate_phdr, dladdr or dlopen at
+ * the fork.  So no code a child may run calls those (the monitor finds its
+ * code segment from __ehdr_start; only the VRANGE_DEBUG backtrace before
+ * a SIGBUS unwinds through the loader). */
 static void prepare(void)
 {
 	pthread_mutex_lock(&vr_global_lock);

@@ -188,22 +188,38 @@ static int parse_forced(void)
  * not inherited across fork(), so a fork child locks it again */
 static _Atomic pid_t code_locked;
 
-static int lock_code(struct dl_phdr_info *info, size_t size, void *self)
+/* the ELF header of the object this file is linked into (the linker
+ * defines it: libvrange.so, or the executable that links libvrange.a) */
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+
+/* mlock the loadable segment that holds self, found from the object's own
+ * program headers.  Not dl_iterate_phdr: it takes the dynamic loader's
+ * lock, which a fork child inherits held when any parent thread was in it
+ * at the fork (this thread was, at its start: a child's vr_ctx_new then
+ * hung for ever in its own monitor thread's start) */
+static void lock_code(const void *self)
 {
-	(void)size;
-	uintptr_t addr = (uintptr_t)self;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type != PT_LOAD || addr < lo || addr >= lo + ph->p_memsz)
+	const ElfW(Ehdr) *eh = &__ehdr_start;
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+	uintptr_t bias = 0, addr = (uintptr_t)self;
+	bool found = false;
+	/* the segment that maps the header (file offset 0) gives the bias */
+	for (int i = 0; i < eh->e_phnum && !found; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
+			bias = (uintptr_t)eh - ph[i].p_vaddr;
+			found = true;
+		}
+	for (int i = 0; found && i < eh->e_phnum; i++) {
+		uintptr_t lo = bias + ph[i].p_vaddr;
+		if (ph[i].p_type != PT_LOAD || addr < lo || addr >= lo + ph[i].p_memsz)
 			continue;
 		uintptr_t pg = (uintptr_t)vr_page_size();
-		uintptr_t a = lo & ~(pg - 1), b = (lo + ph->p_memsz + pg - 1) & ~(pg - 1);
+		uintptr_t a = lo & ~(pg - 1), b = (lo + ph[i].p_memsz + pg - 1) & ~(pg - 1);
 		if (mlock((void *)a, b - a) < 0)
 			vr_dbg("monitor: mlock of the library's code: %m (ignored)");
-		return 1;
+		return;
 	}
-	return 0;
+	vr_dbg("monitor: the library's code segment not found: not locked");
 }
 
 static __attribute__((noinline)) void prefault_stack(void)
@@ -235,7 +251,7 @@ static void harden(struct vr_monitor *m, void **lk, size_t *lklen)
 	pid_t me = getpid(), cur = atomic_load(&code_locked);
 	/* any code address of the library finds its text segment */
 	if (cur != me && atomic_compare_exchange_strong(&code_locked, &cur, me))
-		dl_iterate_phdr(lock_code, (void *)(uintptr_t)vr_monitor_start);
+		lock_code((const void *)(uintptr_t)vr_monitor_start);
 	if (!(m->active & (1u << VR_MONITOR_LIMIT)) || !m->lim.kind)
 		return;
 	struct sched_param sp = { .sched_priority = 1 };
