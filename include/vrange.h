@@ -542,8 +542,11 @@ int vr_ctx_memory_limit_scope(struct vr_ctx *ctx);
  * flags (any bit but VR_REGION_ANON and VR_REGION_SHARED, or both);
  * -EOPNOTSUPP (VR_REGION_SHARED where neither userfaultfd nor guard
  * markers work); -ENOMEM (also VR_REGION_SHARED with a @size the
- * system's RAM and swap cannot hold: its pages are committed at
- * creation); or the negative errno of
+ * system's RAM and swap cannot hold, or, since 0.3, more than the
+ * process's memory cgroup can still take under its limit, its file cache
+ * counted free: its pages are committed at creation, and a commit beyond
+ * the limit would run the cgroup's OOM killer; a best-effort check, as
+ * other processes may charge the cgroup meanwhile); or the negative errno of
  * memfd_create/ftruncate/fallocate/mmap/madvise/userfaultfd (nothing is
  * leaked).
  * Since: 0.1; VR_REGION_ANON and VR_REGION_SHARED since 0.2

@@ -32,6 +32,9 @@ static void global_init(void)
 	vr_atfork_add(&vr_shared_atfork);
 	vr_atfork_add(&vr_purge_atfork);
 	vr_atfork_add(&vr_fault_atfork);
+	/* a shared region's commit checks the cgroup limit first (mem
+	 * cannot call the monitor, which sits above it) */
+	__atomic_store_n(&vr_shared_headroom_fn, mon_limit_headroom, __ATOMIC_RELAXED);
 }
 
 /* ---- the live contexts ----

@@ -915,35 +915,24 @@ static void test_unprivileged(void **state)
 		}
 }
 
-/* S1/S27: a size the system's RAM and swap cannot hold fails with
- * -ENOMEM before a page is committed.  Without that check the creation's
- * fallocate committed pages until the OOM killer ran (machine-wide, where
- * it picks other processes), so the call runs in a child inside a 64 MiB
- * memory cgroup: there the bug is the child's own OOM kill, or a charge
- * that hit the limit (skip where no child cgroup can be made) */
-static void test_size_beyond_memory(void **state)
+/* child() runs in a fork child inside a new 64 MiB memory cgroup and
+ * exits; its exit must be 0 and no charge may have hit the limit */
+static void in_small_cgroup(const char *what, void (*child)(void))
 {
-	(void)state;
 	struct vt_cg cg;
 	const char *why = NULL;
 	if (vt_cg_create(&cg, 64u << 20, &why) != 0) {
-		printf("[  SKIP    ] size beyond memory: %s\n", why);
+		printf("[  SKIP    ] %s: %s\n", what, why);
 		skip();
 	}
 	fflush(stdout);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		struct sysinfo si;
-		struct vr_ctx *ctx;
-		struct vr_region *r = NULL;
-		if (vt_cg_enter(&cg) < 0 || sysinfo(&si) < 0 ||
-		    vr_ctx_new(VR_CTX_NO_MONITOR, &ctx) < 0)
+		if (vt_cg_enter(&cg) < 0)
 			_exit(4);
-		size_t size = ((size_t)si.totalram + si.totalswap) * si.mem_unit + (1ul << 30);
-		int rc = vr_region_new(ctx, "huge", size, VR_REGION_SHARED, &r);
-		vr_ctx_destroy(ctx);
-		_exit(rc == -ENOMEM ? 0 : 3);
+		child();
+		_exit(0);
 	}
 	int st = 0;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -952,6 +941,62 @@ static void test_size_beyond_memory(void **state)
 	assert_int_equal(vt_cg_remove(&cg), 0);
 	vt_assert_exit_ok(st);
 	assert_int_equal(failcnt, 0);
+}
+
+/* S1/S27: a size the system's RAM and swap cannot hold fails with
+ * -ENOMEM before a page is committed.  Without that check the creation's
+ * fallocate committed pages until the OOM killer ran (machine-wide, where
+ * it picks other processes), so the call runs in a child inside a 64 MiB
+ * memory cgroup: there the bug is the child's own OOM kill, or a charge
+ * that hit the limit (skip where no child cgroup can be made) */
+static void beyond_memory(void)
+{
+	struct sysinfo si;
+	struct vr_ctx *ctx;
+	struct vr_region *r = NULL;
+	if (sysinfo(&si) < 0 || vr_ctx_new(VR_CTX_NO_MONITOR, &ctx) < 0)
+		_exit(4);
+	size_t size = ((size_t)si.totalram + si.totalswap) * si.mem_unit + (1ul << 30);
+	int rc = vr_region_new(ctx, "huge", size, VR_REGION_SHARED, &r);
+	vr_ctx_destroy(ctx);
+	_exit(rc == -ENOMEM ? 0 : 3);
+}
+
+static void test_size_beyond_memory(void **state)
+{
+	(void)state;
+	in_small_cgroup("size beyond memory", beyond_memory);
+}
+
+/* the same below the machine's memory but beyond the memory cgroup's
+ * limit (96 MiB in 64 MiB): the commit was charged to the cgroup until
+ * its OOM killer ran, which killed the caller.  Now -ENOMEM, nothing
+ * charged up to the limit; a region that fits (16 MiB) is still made,
+ * written and read */
+static void beyond_cgroup(void)
+{
+	struct vr_ctx *ctx;
+	struct vr_region *r = NULL;
+	if (vr_ctx_new(VR_CTX_NO_MONITOR, &ctx) < 0)
+		_exit(4);
+	if (vr_region_new(ctx, "big", 96u << 20, VR_REGION_SHARED, &r) != -ENOMEM)
+		_exit(3);
+	size_t fits = 16u << 20;
+	if (vr_region_new(ctx, "fits", fits, VR_REGION_SHARED, &r) != 0)
+		_exit(5);
+	uint8_t *b = vr_region_base(r);
+	vt_fill(b, 0, fits, 7);
+	if (vr_mark(r, 0, fits) != VR_INTACT || vr_unmark(r, 0, fits) != VR_INTACT ||
+	    vt_check(b, 0, fits, 7) != SIZE_MAX)
+		_exit(6);
+	vr_ctx_destroy(ctx);
+	_exit(0);
+}
+
+static void test_size_beyond_cgroup(void **state)
+{
+	(void)state;
+	in_small_cgroup("size beyond the cgroup", beyond_cgroup);
 }
 
 int main(int argc, char **argv)
@@ -976,6 +1021,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_data),
 		cmocka_unit_test(test_unprivileged),
 		cmocka_unit_test(test_size_beyond_memory),
+		cmocka_unit_test(test_size_beyond_cgroup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

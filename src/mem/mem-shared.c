@@ -101,6 +101,12 @@ int vr_shared_create(const char *name, size_t size, struct vr_shm_tail *t)
 	if (sysinfo(&si) == 0 && si.mem_unit != 0 &&
 	    total / si.mem_unit > (uint64_t)si.totalram + (uint64_t)si.totalswap)
 		return -ENOMEM;
+	/* nor beyond what the memory cgroup's limit leaves: the charge
+	 * would not fail either, its OOM killer would pick a process of the
+	 * cgroup, often this one (best effort: others may charge meanwhile) */
+	uint64_t (*room)(void) = __atomic_load_n(&vr_shared_headroom_fn, __ATOMIC_RELAXED);
+	if (room && total > room())
+		return -ENOMEM;
 	int fd = vr_memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
@@ -300,6 +306,7 @@ static void rearm_and_repunch(struct vr_region *r)
 }
 
 int (*vr_shared_unmark_fn)(struct vr_region *r, uint64_t a, uint64_t b);
+uint64_t (*vr_shared_headroom_fn)(void);
 
 /* an unmark that had begun to fill holes when its holder died: finish
  * it (shared.h, DEATH); lock held, the map rebuilt */

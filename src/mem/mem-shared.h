@@ -193,5 +193,10 @@ void vr_shared_sync(struct vr_region *r);
 /* the unmark of [a, b) under the lock (region.c sets it when it joins a
  * shared file: repair completes an unmark cut short with it) */
 extern int (*vr_shared_unmark_fn)(struct vr_region *r, uint64_t a, uint64_t b);
+/* what the process's memory cgroup can still charge, UINT64_MAX for no
+ * limit (lib.c sets it from the monitor's limit discovery; unset: no
+ * check): vr_shared_create commits every page, and a charge beyond a
+ * cgroup's limit runs its OOM killer instead of failing */
+extern uint64_t (*vr_shared_headroom_fn)(void);
 
 #endif

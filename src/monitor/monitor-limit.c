@@ -355,6 +355,26 @@ static uint64_t limit_detect(int *kind, char **where)
 	return best;
 }
 
+uint64_t mon_limit_headroom(void)
+{
+	int kind;
+	char *where;
+	uint64_t lim = limit_detect(&kind, &where), usage, room = UINT64_MAX;
+	bool v1 = kind == MON_LIM_V1;
+	if (lim != UINT64_MAX && where &&
+	    mon_read_u64_or_max(where, v1 ? "memory.usage_in_bytes" : "memory.current", &usage) &&
+	    usage != UINT64_MAX) {
+		char buf[8192];
+		uint64_t file = mon_read_text(where, "memory.stat", buf, sizeof(buf)) > 0
+					? mon_stat_file_cache(buf, v1)
+					: 0;
+		uint64_t held = usage > file ? usage - file : 0;
+		room = lim > held ? lim - held : 0;
+	}
+	free(where);
+	return room;
+}
+
 static int open_in(const char *dir, const char *name);
 
 void mon_limit_gate_close(struct mon_limit *l)

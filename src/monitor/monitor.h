@@ -110,6 +110,11 @@ uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint6
 unsigned mon_limit_interval(const struct mon_limit_plan *pl, uint64_t usage, uint64_t prev_usage,
 			    unsigned prev_ms) _nonnull_();
 
+/* what the process's memory cgroups can still charge before the smallest
+ * limit: that limit less its cgroup's usage, the reclaimable file cache
+ * counted free; UINT64_MAX without a cgroup limit (or its usage unread) */
+uint64_t mon_limit_headroom(void);
+
 /* ---- monitor-platform.c: discovery and parsing ---- */
 
 ssize_t mon_read_text(const char *dir, const char *name, char *buf, size_t size);
