@@ -109,7 +109,11 @@
  *   userfaultfd faults with SIGBUS for ever.  Advice that frees nothing
  *   of the file (MADV_COLD, MADV_PAGEOUT, MADV_WILLNEED, MADV_HUGEPAGE,
  *   MADV_DONTNEED on a memfd mapping), mlock and msync keep every promise
- *   (a purge skips locked pages it cannot free).
+ *   (a purge skips locked pages it cannot free: where a range is
+ *   trapped with guard markers, which cannot be placed on locked pages, a
+ *   range holding a locked page is skipped, VR_STAT_SKIPPED; the mprotect
+ *   trap, and userfaultfd for shared regions, purge it as any other,
+ *   since a hole punch frees a memfd's locked pages too).
  *
  * fork()
  *   Region mappings are MADV_DONTFORK: a child has none of them.  In the

@@ -630,6 +630,60 @@ static void test_mlock(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* The same on memfd regions, private and shared (vrange.h, "The library's
+ * memory and the application"): where guard markers trap the range, the
+ * locked page cannot take one and the purge skips the range with its
+ * data; the mprotect trap, and userfaultfd for a shared region, purge it
+ * (a hole punch frees a memfd's locked pages), and the unmark says so */
+static void mlock_memfd(struct vr_ctx *c, unsigned flags)
+{
+	struct vr_region *r = NULL;
+	int rc = vr_region_new(c, "vt-mlock", 4 * P, flags, &r);
+	if (rc == -EOPNOTSUPP && flags) /* no trap for shared regions here (S32) */
+		return;
+	assert_int_equal(rc, 0);
+	uint8_t *b = vr_region_base(r);
+	vt_fill(b, 0, 4 * P, 5);
+	assert_int_equal(do_mlock(b + P, P), 0);
+	uint64_t sk = st(c, VR_STAT_SKIPPED);
+	assert_int_equal(vr_mark(r, 0, 4 * P), VR_INTACT);
+	/* a shared region traps with userfaultfd wherever it works, and
+	 * the backend reads VR_TRAP_UFFD from then on; a private one with
+	 * guard markers under the guard and userfaultfd backends */
+	int t = vr_trap_backend();
+	bool guard = flags ? t != VR_TRAP_UFFD : t == VR_TRAP_GUARD || t == VR_TRAP_UFFD;
+	if (guard) {
+		assert_int_equal(vr_ctx_purge(c, SIZE_MAX), 0);
+		assert_int_equal(st(c, VR_STAT_SKIPPED), sk + 1);
+		assert_true(vt_check(b, 0, 4 * P, 5) == SIZE_MAX);
+		assert_int_equal(vr_unmark(r, 0, 4 * P), VR_INTACT);
+	} else {
+		assert_int_equal(vr_ctx_purge(c, SIZE_MAX), 4 * P);
+		assert_int_equal(st(c, VR_STAT_SKIPPED), sk);
+		assert_int_equal(vr_unmark(r, 0, 4 * P), VR_PURGED);
+		assert_true(vt_all_zero(b, 4 * P));
+	}
+	assert_int_equal(do_munlock(b + P, P), 0);
+	vr_region_destroy(r);
+}
+
+static void test_mlock_memfd(void **state)
+{
+	(void)state;
+	struct vr_ctx *c = new_ctx();
+	uint8_t *m = map_anon(P);
+	if (do_mlock(m, P) < 0) {
+		print_message("[  SKIP    ] mlock: %s\n", strerror(errno));
+		munmap(m, P);
+		vr_ctx_destroy(c);
+		skip();
+	}
+	munmap(m, P);
+	mlock_memfd(c, 0);
+	mlock_memfd(c, VR_REGION_SHARED);
+	vr_ctx_destroy(c);
+}
+
 /* Only part of a range mlock'ed (its last page): the guard install, or
  * MADV_DONTNEED for a range trapped with mprotect (2 MiB and more), frees
  * the unlocked pages before the kernel refuses the locked one.  The range
@@ -984,6 +1038,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_adopt_rwx),
 		cmocka_unit_test(test_adopt_malloc),
 		cmocka_unit_test(test_mlock),
+		cmocka_unit_test(test_mlock_memfd),
 		cmocka_unit_test(test_mlock_part),
 		cmocka_unit_test(test_fault_handler),
 		cmocka_unit_test(test_fault_sigbus),
