@@ -50,6 +50,13 @@
  * in the same report batch (the batch keeps that group's memory): after
  * vr_group_destroy its objects are freed, and vr_obj_of of their bytes
  * must return NULL (it returned them, still live).
+ * unreported: an object purged by one thread is freed before that
+ * thread reports it (its report held by another object's call); a new
+ * object, which took its handle, is purged by this thread, whose own
+ * report is held until the first thread's report ran: the first thread
+ * must not report the new object, whose purge is not its own (it did:
+ * the batch named the handle, and the free had cleared OS_NOTIFY, so the
+ * handle was reused at once).  Small and large objects.
  */
 #include "tests.h"
 
@@ -890,6 +897,103 @@ static void test_destroyed(void **state)
 	vr_ctx_destroy(c);
 }
 
+/* ---- unreported ---- */
+static struct {
+	struct vr_obj *z, *y, *b;
+	pthread_t t1, main;
+	struct vr_group *g;
+	_Atomic int z_in, go, t1_done, b_calls, b_calls_t1, b_calls_main;
+} UR;
+
+static void ur_wait(_Atomic int *f)
+{
+	for (int i = 0; i < 5000 && !atomic_load(f); i++)
+		usleep(1000);
+}
+
+static void ur_fn(struct vr_obj *o, void *arg)
+{
+	(void)arg;
+	if (o == UR.z && pthread_equal(pthread_self(), UR.t1)) {
+		/* T1's report, held before it reaches the freed object */
+		atomic_store(&UR.z_in, 1);
+		ur_wait(&UR.go);
+	} else if (UR.b && o == UR.b) {
+		atomic_fetch_add(&UR.b_calls, 1);
+		if (pthread_equal(pthread_self(), UR.t1))
+			atomic_fetch_add(&UR.b_calls_t1, 1);
+		else if (pthread_equal(pthread_self(), UR.main))
+			atomic_fetch_add(&UR.b_calls_main, 1);
+	} else if (o == UR.y && pthread_equal(pthread_self(), UR.main)) {
+		/* the main thread's report, held: T1 reports the rest of its
+		 * batch now */
+		atomic_store(&UR.go, 1);
+		ur_wait(&UR.t1_done);
+	}
+}
+
+static void *ur_purger(void *arg)
+{
+	(void)arg;
+	vr_group_purge(UR.g, SIZE_MAX); /* Z and A, reported here */
+	atomic_store(&UR.t1_done, 1);
+	return NULL;
+}
+
+static void unreported_run(size_t size)
+{
+	struct vr_ctx *c;
+	struct vr_obj *a;
+	memset(&UR, 0, sizeof(UR));
+	UR.main = pthread_self();
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 3, &UR.g), 0);
+	assert_int_equal(vr_obj_new_in(UR.g, 2 * P, 0, 0, &UR.z), 0);
+	assert_int_equal(vr_obj_new_in(UR.g, size, 0, 0, &a), 0);
+	assert_int_equal(vr_obj_new_in(UR.g, 2 * P, 0, 0, &UR.y), 0);
+	memset(vr_obj_ptr(UR.z), 1, 2 * P);
+	memset(vr_obj_ptr(a), 2, size);
+	memset(vr_obj_ptr(UR.y), 3, 2 * P);
+	assert_int_equal(vr_group_set_purge_handler(UR.g, ur_fn, NULL), 0);
+	assert_int_equal(vr_obj_unpin(UR.z), 0);
+	assert_int_equal(vr_obj_unpin(a), 0);
+	assert_int_equal(pthread_create(&UR.t1, NULL, ur_purger, NULL), 0);
+	ur_wait(&UR.z_in);
+	assert_true(atomic_load(&UR.z_in));
+	/* A is purged, its report pending in T1: freed, and a new object B
+	 * (which may take A's handle) purged by this thread */
+	assert_int_equal(vr_obj_status(a), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	vr_obj_free(a);
+	struct vr_obj *b;
+	assert_int_equal(vr_obj_new_in(UR.g, size, 0, 0, &b), 0);
+	memset(vr_obj_ptr(b), 4, size);
+	UR.b = b;
+	assert_int_equal(vr_obj_unpin(UR.y), 0);
+	usleep(1000);
+	assert_int_equal(vr_obj_unpin(b), 0);
+	assert_true(vr_group_purge(UR.g, SIZE_MAX) > 0);
+	assert_int_equal(pthread_join(UR.t1, NULL), 0);
+	/* T1 never purged B: it must not report it (it did, through A's
+	 * handle) */
+	assert_int_equal(atomic_load(&UR.b_calls_t1), 0);
+	assert_int_equal(atomic_load(&UR.b_calls),
+			 vr_obj_status(b) == (VR_STATE_VOLATILE | VR_STATE_PURGED) ? 1 : 0);
+	/* B was skipped while A's report was pending: purgeable now, and
+	 * reported here */
+	vr_group_purge(UR.g, SIZE_MAX);
+	assert_int_equal(vr_obj_status(b), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	assert_int_equal(atomic_load(&UR.b_calls), 1);
+	assert_int_equal(atomic_load(&UR.b_calls_main), 1);
+	vr_ctx_destroy(c);
+}
+
+static void test_unreported(void **state)
+{
+	(void)state;
+	unreported_run(2 * P);
+	unreported_run(P / 4);
+}
+
 int main(void)
 {
 	P = vt_pg();
@@ -901,6 +1005,7 @@ int main(void)
 		cmocka_unit_test(test_logfn),      cmocka_unit_test(test_logfn_removed),
 		cmocka_unit_test(test_stuck),      cmocka_unit_test(test_nested),
 		cmocka_unit_test(test_reuse),      cmocka_unit_test(test_destroyed),
+		cmocka_unit_test(test_unreported),
 	};
 	return cmocka_run_group_tests_name("purge notification", tests, NULL, NULL);
 }

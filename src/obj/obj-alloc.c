@@ -741,18 +741,22 @@ int vr_objs_alloc(struct vr_objs *os, size_t size, size_t extra, struct vr_obj *
  * that call returned: the reporter's clear of OS_REPORTING would
  * otherwise land on a new object in the same handle, one that may be
  * purged and reported meanwhile, and let it be purged again while its
- * own call runs (S37).  So the free leaves OS_REPORTING (with OS_LARGE)
- * in the dead state, keeps the slot or handle out of the free lists,
- * and the reporter gives it back (vr_objs_release_handle).  true: kept
- * for the reporter.  The lock of the handle's free list is held.
+ * own call runs (S37).  Likewise a handle freed purged but not reported
+ * yet (OS_NOTIFY): its purge's batch still names it, and a new object
+ * in it, purged by another thread, would be reported by this batch's
+ * thread, which did not purge it (S37: by the thread that purged).  So
+ * the free leaves OS_REPORTING or OS_NOTIFY (with OS_LARGE) in the dead
+ * state, keeps the slot or handle out of the free lists, and the
+ * reporter gives it back (vr_objs_release_handle).  true: kept for the
+ * reporter.  The lock of the handle's free list is held.
  */
 static bool handle_freed(struct vr_obj *o, uint64_t large)
 {
-	uint64_t s = atomic_load(&o->state);
-	while (!atomic_compare_exchange_weak(&o->state, &s,
-					     (s & OS_REPORTING) ? OS_REPORTING | large : 0))
-		;
-	return s & OS_REPORTING;
+	uint64_t s = atomic_load(&o->state), keep;
+	do
+		keep = s & (OS_REPORTING | OS_NOTIFY);
+	while (!atomic_compare_exchange_weak(&o->state, &s, keep ? keep | large : 0));
+	return keep;
 }
 
 /* slot o of slab sl is free; c->lock held */

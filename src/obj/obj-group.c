@@ -21,9 +21,10 @@
  *   - the reporter swaps OS_NOTIFY for OS_REPORTING with a compare-and-
  *     swap and calls the handler only if it did, so two threads
  *     reporting the same page (purged, partly restored, purged again)
- *     never report one purge twice; a freed or reallocated object has no
- *     OS_NOTIFY; an object freed during its call keeps its handle out of
- *     reuse until the call returned (obj-alloc.c handle_freed);
+ *     never report one purge twice; an object freed before its report
+ *     or during its call keeps its handle out of reuse until its batch's
+ *     reporter reached it (obj-alloc.c handle_freed), so a new object in
+ *     the handle, purged by another thread, is reported by that thread;
  *   - a purge skips an object with either bit (-EAGAIN), so it is not
  *     purged again before the call returned (it may have been pinned
  *     and unpinned since the purge); when the call returns the reporter
@@ -253,6 +254,27 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
 		vr_opage_drop(&p[i]);
 }
 
+/* a handle freed unreported goes back to its free list; its page (a
+ * small object's) may have lost its entry to purges that skipped it
+ * meanwhile (obj-lru.c page_scan), so the page is requeued, held so
+ * that the slot's reuse cannot free it meanwhile */
+static void release_unreported(struct vr_objs *os, struct vr_obj *o)
+{
+	if (atomic_load(&o->state) & OS_LARGE) {
+		vr_objs_release_handle(os, o);
+		return;
+	}
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_hold(&p[i]);
+	vr_objs_release_handle(os, o);
+	vr_obj_pages_requeue(os, p, n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_drop(&p[i]);
+}
+
 /* FORK IN A HANDLER.  A purge handler may fork (S37: no call is
  * forbidden to it) and return in the child too, where the call that
  * purged then goes on: but there the group is inherited (S18), and the
@@ -269,8 +291,17 @@ static void report(struct vr_objs *os, struct vr_obj *o)
 		return; /* FORK IN A HANDLER: the child */
 	uint64_t s = atomic_load(&o->state);
 	do {
-		if ((s & (OS_LIVE | OS_NOTIFY)) != (OS_LIVE | OS_NOTIFY))
+		if (!(s & OS_NOTIFY))
 			return; /* reported by another thread, or freed */
+		if (!(s & OS_LIVE)) {
+			/* freed before its report: the handle was kept for this
+			 * batch (obj-alloc.c handle_freed); no call, it goes back */
+			if (atomic_compare_exchange_weak(&o->state, &s, s & ~(uint64_t)OS_NOTIFY))
+				release_unreported(os, o);
+			else
+				continue;
+			return;
+		}
 	} while (!atomic_compare_exchange_weak(&o->state, &s,
 					       (s & ~(uint64_t)OS_NOTIFY) | OS_REPORTING));
 	void *arg;

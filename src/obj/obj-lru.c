@@ -528,6 +528,9 @@ static int page_scan(struct vr_opage *p)
 		uint64_t st = atomic_load(&s->objs[i].state);
 		any |= page_takes(st);
 		unreported |= page_takes(st) && (st & (OS_NOTIFY | OS_REPORTING));
+		/* also a slot freed before its report (obj-alloc.c
+		 * handle_freed): its batch, not this run, reports the page */
+		unreported |= (st & (OS_LIVE | OS_NOTIFY)) == OS_NOTIFY;
 	}
 	if (!any) { /* no unit */
 		atomic_fetch_and(&p->pw, ~(PG_PURGING | PG_QUEUED));

@@ -441,9 +441,10 @@ void *vr_objs_extra(const struct vr_obj *o, uint64_t state) _nonnull_();
  * owns the group) */
 void vr_objs_each_large(struct vr_objs *os, void (*fn)(struct vr_obj *o)) _nonnull_();
 /* frees o (live, this generation); gauges were settled by the caller.
- * Freed while its purge handler call runs (OS_REPORTING), its handle is
- * kept dead (state OS_REPORTING | OS_LARGE or OS_REPORTING) until the
- * reporter hands it back with vr_objs_release_handle (obj-alloc.c) */
+ * Freed while its purge handler call runs (OS_REPORTING) or before its
+ * purge was reported (OS_NOTIFY), its handle is kept dead (that bit,
+ * with OS_LARGE for a large one) until the reporter hands it back with
+ * vr_objs_release_handle (obj-alloc.c) */
 void vr_objs_release(struct vr_objs *os, struct vr_obj *o) _nonnull_();
 void vr_objs_release_handle(struct vr_objs *os, struct vr_obj *o) _nonnull_();
 /* a destroyed group's chunks leave the registry (vr_obj_of and the fault
