@@ -56,7 +56,10 @@
  * report is held until the first thread's report ran: the first thread
  * must not report the new object, whose purge is not its own (it did:
  * the batch named the handle, and the free had cleared OS_NOTIFY, so the
- * handle was reused at once).  Small and large objects.
+ * handle was reused at once).  Small and large objects; and a small
+ * object freed during its call in the first thread, whose page gets a
+ * new object purged by this thread (the first thread's report of the
+ * page went on to the new object's slot and reported it).
  */
 #include "tests.h"
 
@@ -987,11 +990,48 @@ static void unreported_run(size_t size)
 	vr_ctx_destroy(c);
 }
 
+/* the same with the small object freed during its call in T1: a new
+ * object on its page, purged by this thread, is not T1's to report */
+static void unreported_in_call(void)
+{
+	struct vr_ctx *c;
+	struct vr_obj *a, *b;
+	memset(&UR, 0, sizeof(UR));
+	UR.main = pthread_self();
+	assert_int_equal(vr_ctx_new(VR_CTX_NO_MONITOR, &c), 0);
+	assert_int_equal(vr_group_new(c, 3, &UR.g), 0);
+	assert_int_equal(vr_obj_new_in(UR.g, P / 4, 0, 0, &a), 0);
+	assert_int_equal(vr_obj_new_in(UR.g, 2 * P, 0, 0, &UR.y), 0);
+	memset(vr_obj_ptr(a), 2, P / 4);
+	UR.z = a; /* its call in T1 is held */
+	assert_int_equal(vr_group_set_purge_handler(UR.g, ur_fn, NULL), 0);
+	assert_int_equal(vr_obj_unpin(a), 0);
+	assert_int_equal(pthread_create(&UR.t1, NULL, ur_purger, NULL), 0);
+	ur_wait(&UR.z_in);
+	assert_true(atomic_load(&UR.z_in));
+	assert_int_equal(vr_obj_new_in(UR.g, P / 4, 0, 0, &b), 0);
+	memset(vr_obj_ptr(b), 4, P / 4);
+	vr_obj_free(a); /* during its call */
+	UR.b = b;
+	assert_int_equal(vr_obj_unpin(UR.y), 0);
+	usleep(1000);
+	assert_int_equal(vr_obj_unpin(b), 0);
+	assert_true(vr_group_purge(UR.g, SIZE_MAX) > 0);
+	assert_int_equal(pthread_join(UR.t1, NULL), 0);
+	assert_int_equal(atomic_load(&UR.b_calls_t1), 0);
+	vr_group_purge(UR.g, SIZE_MAX);
+	assert_int_equal(vr_obj_status(b), VR_STATE_VOLATILE | VR_STATE_PURGED);
+	assert_int_equal(atomic_load(&UR.b_calls), 1);
+	assert_int_equal(atomic_load(&UR.b_calls_main), 1);
+	vr_ctx_destroy(c);
+}
+
 static void test_unreported(void **state)
 {
 	(void)state;
 	unreported_run(2 * P);
 	unreported_run(P / 4);
+	unreported_in_call();
 }
 
 int main(void)

@@ -332,7 +332,15 @@ static void report_unit(struct vr_objs *os, uintptr_t unit)
 	struct vr_slab *s = p->slab;
 	uint32_t lo, hi;
 	vr_slab_page_slots(s, (size_t)(p - s->pages), &lo, &hi);
-	for (uint32_t i = lo; i <= hi; i++)
+	/* only up to the last slot this purge marked: no other purge takes
+	 * the page while a mark of ours is pending (obj-lru.c page_scan;
+	 * a freed one is kept, obj-alloc.c handle_freed), but once the last
+	 * is cleared one may, and its marks on later slots are its own to
+	 * report (S37: by the thread that purged) */
+	uint32_t end = hi + 1;
+	while (end > lo && !(atomic_load(&s->objs[end - 1].state) & OS_NOTIFY))
+		end--;
+	for (uint32_t i = lo; i < end; i++)
 		report(os, &s->objs[i]);
 }
 
