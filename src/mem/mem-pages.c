@@ -106,6 +106,10 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
+	/* a shared file: the punch may have taken guard markers off
+	 * (mem-trap-coop.c) */
+	if (r->shm)
+		vr_trap_coop_after_punch(r, p0, len);
 	return 0;
 }
 

@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "vrange.h"
@@ -284,6 +285,61 @@ int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len)
 		return request_arm(r, NULL, off, len);
 	vr_coop_request(c, NULL, op, off, len, VR_COOP_TIMEOUT_MS);
 	return 0;
+}
+
+/* some page of [off, off + len) is in the file (this mapping shows the
+ * page cache of a shared memfd, present or not in its page tables) */
+static bool any_present(struct vr_region *r, uint64_t off, uint64_t len)
+{
+	size_t pg = vr_page_size();
+	unsigned char vec[64];
+	while (len) {
+		size_t n = len / pg < sizeof(vec) ? len / pg : sizeof(vec);
+		if (mincore(r->base + off, n * pg, vec) < 0)
+			return true; /* not known to be holes: punch again */
+		for (size_t i = 0; i < n; i++)
+			if (vec[i] & 1)
+				return true;
+		off += n * pg;
+		len -= n * pg;
+	}
+	return false;
+}
+
+/* After the punch of [off, off + len), armed in every mapping before it.
+ * The punch unmaps its pages from every mapping that maps them, and when
+ * a mapping faults a page in while the punch runs (a userfaultfd mapping
+ * keeps its page tables, so a thread of its process reading the volatile
+ * bytes at that instant), the kernel's second unmap of that page also
+ * drops the guard markers other mappings hold on it: their next access
+ * then reads the hole as zeros and allocates a zero page, which every
+ * mapping, userfaultfd ones too, reads as data (TRAPPED HOLES broken).
+ * So every guard-protocol mapping arms again, and a page faulted in
+ * meanwhile is punched again, until the range is holes with every marker
+ * on.  This narrows the loss to a thread of a guard-protocol process that
+ * touches the page between the punch and its re-arm (it reads zeros
+ * then); it does not close it.  A file without guard-protocol mappers
+ * pays nothing. */
+void vr_trap_coop_after_punch(struct vr_region *r, uint64_t off, uint64_t len)
+{
+	struct vr_coop *c = coop_of(r);
+	for (int tries = 0; tries < 8; tries++) {
+		int others = vr_coop_count(c) - (r->coop_m ? 1 : 0);
+		if (!r->coop_m && others <= 0)
+			return; /* userfaultfd mappings only: the hole is the trap */
+		if (r->coop_m)
+			(void)own(r, off, len, MADV_GUARD_INSTALL);
+		/* a member that does not answer now is stopped: it applies the
+		 * ARM late, before its fault path trusts a trap (coop.h) */
+		if (others > 0)
+			(void)vr_coop_request(c, r->coop_m, VR_COOP_ARM, off, len,
+					      VR_COOP_TIMEOUT_MS);
+		if (!any_present(r, off, len))
+			return;
+		if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				 (off_t)len) < 0)
+			return;
+	}
 }
 
 /* for the fault path: wait (bounded, about a second) until this mapping's

@@ -152,6 +152,9 @@ void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
  * held); 0, or not known trapped everywhere: do not punch */
 int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
 void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
+/* after a punch: every guard-protocol mapping arms again, pages faulted
+ * in meanwhile are punched again (lock held) */
+void vr_trap_coop_after_punch(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
 /* the uffd backend on a shared file: tell its guard-protocol mappers */
 int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len) _nonnull_();
 /* mem-trap-uffd.c: the userfaultfd backend's entries */
