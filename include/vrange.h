@@ -531,7 +531,14 @@ int vr_ctx_memory_limit_scope(struct vr_ctx *ctx);
  * guard markers on its own mapping before the punch (one listener thread
  * per region): a purge then waits up to 100 ms for every mapper, and one
  * that does not answer (a stopped process) makes it skip the range
- * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  An unmark does not wait
+ * (VR_STAT_SKIPPED_BUSY and VR_STAT_SKIPPED).  A file with mappers of
+ * both kinds: the kernel drops the guard markers of every mapping of a
+ * page when a userfaultfd mapping faults it in while a hole is punched
+ * there (Linux 6.18), so after each punch the guard-protocol mappers arm
+ * again and a page faulted in meanwhile is punched again; a thread of a
+ * guard-protocol process touching a volatile page in the microseconds
+ * between the punch and that arm may still read zeros (since 0.3; keep
+ * every process of a file on one trap where that matters).  An unmark does not wait
  * for one either: a stopped mapper's own accesses to the unmarked bytes
  * fault and wait until it has caught up, but its system calls on them
  * fail with EFAULT until its listener has run.  A process killed at any
@@ -676,6 +683,16 @@ size_t vr_region_size(const struct vr_region *r);
 /**
  * vr_region_fd - the region's memfd (owned by the region: do not close)
  * @r: the region
+ *
+ * Since 0.3, once a plain memfd region's fd was asked for (or the region
+ * was made with vr_region_from_fd()), its purges trap with mprotect
+ * instead of guard markers, at the cost of a VMA per purged range: the
+ * file may then be mapped elsewhere, and the kernel drops the guard
+ * markers of every mapping of a page when another mapping faults that
+ * page in while a hole is punched there (Linux 6.18).  At the process's
+ * VMA limit markers are used again, placed anew after each punch; a
+ * thread of this process touching a volatile page during its purge may
+ * then, while another mapping reads the same page, read zeros.
  *
  * Returns: the fd, -EBADF for anonymous memory (VR_REGION_ANON or
  * adopted: no fd), or -EINVAL for NULL or an inherited handle.

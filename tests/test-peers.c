@@ -16,12 +16,16 @@
  *   peer_reads   another process that mapped the file before the purge
  *                reads the purged page as zeros and is not killed (the
  *                uffd backend's registration gave it SIGBUS), and the
- *                purger still traps after that read.
+ *                purger still traps after that read;
+ *   peer_races   another mapping reads the page while the purger punches
+ *                it: the purger still traps.
  */
 #define _GNU_SOURCE
 #include "tests.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 
 static inline uint8_t rd(const void *p)
 {
@@ -231,8 +235,62 @@ static void sc_peer_reads(void)
 	vr_ctx_destroy(c);
 }
 
+/* ---- another mapping reading the page while the purger punches it ----
+ * A mapping of the file that is not the region (here this process's own
+ * mmap of vr_region_fd(); another process's would do the same) reads
+ * page 1 without pause while the region marks it, purges it and reads
+ * it back.  The reader faults the page in while the punch runs, and the
+ * kernel's second unmap of that page dropped the region's guard marker:
+ * the region's read found the hole untrapped and read 0 as data, the
+ * range still purged (mem-pages.c, MARKERS LOST TO A PUNCH) */
+#define PR_ROUNDS 20000
+
+static struct {
+	const uint8_t *map;
+	atomic_bool stop;
+} PR;
+
+static void *pr_reader(void *arg)
+{
+	(void)arg;
+	size_t P = vt_pg();
+	while (!atomic_load(&PR.stop))
+		(void)rd(PR.map + P + 7);
+	return NULL;
+}
+
+static void sc_peer_races(void)
+{
+	size_t P = vt_pg();
+	struct vr_ctx *c = ctx_forced();
+	atomic_int calls = 0;
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_new(c, "vt-peers", 4 * P, 0, &r), 0);
+	uint8_t *b = vr_region_base(r);
+	vt_fill(b, 0, 4 * P, 1);
+	CK_EQ(vr_region_set_fault_handler(r, refill_fn, &calls), 0);
+	PR.map = mmap(NULL, 4 * P, PROT_READ, MAP_SHARED, vr_region_fd(r), 0);
+	CK(PR.map != MAP_FAILED);
+	pthread_t t;
+	CK_EQ(pthread_create(&t, NULL, pr_reader, NULL), 0);
+	for (int i = 0; i < PR_ROUNDS; i++) {
+		CK_EQ(vr_mark(r, P, P), VR_INTACT);
+		CK_EQ(vr_ctx_purge(c, SIZE_MAX), (ssize_t)P);
+		int n = atomic_load(&calls);
+		uint8_t v = rd(b + P + 5);
+		CK(atomic_load(&calls) == n + 1 && v == vt_pat(9, P + 5),
+		   "(round %d: read %d, %d handler calls, status %d)", i, v,
+		   atomic_load(&calls) - n, vr_status(r, P, P));
+	}
+	atomic_store(&PR.stop, true);
+	pthread_join(t, NULL);
+	munmap((void *)PR.map, 4 * P);
+	vr_ctx_destroy(c);
+}
+
 static const struct vt_scenario scenarios[] = {
 	{ "ebusy", sc_ebusy },
+	{ "peer_races", sc_peer_races },
 	{ "join_after", sc_join_after },
 	{ "peer_reads", sc_peer_reads },
 	{ "peer", sc_peer },
@@ -256,6 +314,12 @@ static void test_peer_reads_zeros(void **state)
 	vt_run_scenario_each_trap("peer_reads");
 }
 
+static void test_peer_races_punch(void **state)
+{
+	(void)state;
+	vt_run_scenario_each_trap("peer_races");
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -266,6 +330,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ebusy_keeps_traps),
 		cmocka_unit_test(test_join_after_purge_keeps_traps),
 		cmocka_unit_test(test_peer_reads_zeros),
+		cmocka_unit_test(test_peer_races_punch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

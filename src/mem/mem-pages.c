@@ -44,8 +44,12 @@ void vr_trap_gen_bump(struct vr_region *r)
 
 static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 {
-	/* (never for a shared file: other processes would not see it) */
-	*prot = !r->shm && r->trap->id == VR_TRAP_GUARD && len >= PROT_MIN_BYTES;
+	/* (never for a shared file: other processes would not see it); a
+	 * memfd the application has may be mapped elsewhere, where a fault
+	 * racing the punch would drop the markers (MARKERS LOST TO A PUNCH,
+	 * below), which mprotect, a property of this mapping, survives */
+	*prot = !r->shm && r->trap->id == VR_TRAP_GUARD &&
+		(len >= PROT_MIN_BYTES || atomic_load_explicit(&r->fd_out, memory_order_relaxed));
 	if (*prot) {
 		int err = vr_trap_arm_prot(r, a, len);
 		if (err == 0) {
@@ -71,6 +75,53 @@ static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 static bool freed_part(struct vr_region *r, void *a, int advice)
 {
 	return r->fd < 0 && vr_madvise(a, vr_page_size(), advice) == 0;
+}
+
+bool vr_pages_in_file(struct vr_region *r, uint64_t off, uint64_t len)
+{
+	size_t pg = vr_page_size();
+	unsigned char vec[64];
+	while (len) {
+		size_t n = len / pg < sizeof(vec) ? len / pg : sizeof(vec);
+		if (mincore(r->base + off, n * pg, vec) < 0)
+			return true;
+		for (size_t i = 0; i < n; i++)
+			if (vec[i] & 1)
+				return true;
+		off += n * pg;
+		len -= n * pg;
+	}
+	return false;
+}
+
+/* MARKERS LOST TO A PUNCH.  The punch unmaps the range from every mapping
+ * of the file, then removes its pages; when another mapping faults a page
+ * in between (a process that mapped vr_region_fd(), S17, or a userfaultfd
+ * mapping of a shared file, whose trap is the hole itself), the kernel
+ * unmaps that page a second time and that unmap drops the guard markers
+ * every mapping holds on it (kernel 6.18: 26-17,000 of 200,000 punches
+ * with a reader in a second mapping; none without one).  This mapping's
+ * next touch would then read the hole as zeros, and allocate a zero page
+ * every mapping reads as data.  Only a memfd the application has can be
+ * mapped elsewhere (vr_region_fd, vr_region_from_fd; S33 refuses a second
+ * region of a file this process maps): its ranges are trapped with
+ * mprotect, which no punch undoes (arm, above).  Where mprotect fails
+ * (the VMA limit) the markers are used, and after the punch placed again
+ * (installing one where one is changes nothing), and a page found in the
+ * file then (faulted in meanwhile) is punched again, a few times at most:
+ * that narrows the loss to a thread of this process touching the page
+ * between the punch and the markers again. */
+static void rearm_after_punch(struct vr_region *r, void *a, uint64_t p0, size_t len)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		if (vr_madvise(a, len, MADV_GUARD_INSTALL) < 0)
+			return; /* the markers were placed once: as before */
+		if (!vr_pages_in_file(r, p0, len))
+			return;
+		if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p0,
+				 (off_t)len) < 0)
+			return;
+	}
 }
 
 int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
@@ -106,10 +157,13 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
-	/* a shared file: the punch may have taken guard markers off
-	 * (mem-trap-coop.c) */
+	/* the punch may have taken guard markers off (MARKERS LOST TO A
+	 * PUNCH; a shared file's: mem-trap-coop.c) */
 	if (r->shm)
 		vr_trap_coop_after_punch(r, p0, len);
+	else if (!prot && r->trap->id == VR_TRAP_GUARD &&
+		 atomic_load_explicit(&r->fd_out, memory_order_relaxed))
+		rearm_after_punch(r, a, p0, len);
 	return 0;
 }
 

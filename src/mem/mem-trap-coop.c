@@ -287,25 +287,6 @@ int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len)
 	return 0;
 }
 
-/* some page of [off, off + len) is in the file (this mapping shows the
- * page cache of a shared memfd, present or not in its page tables) */
-static bool any_present(struct vr_region *r, uint64_t off, uint64_t len)
-{
-	size_t pg = vr_page_size();
-	unsigned char vec[64];
-	while (len) {
-		size_t n = len / pg < sizeof(vec) ? len / pg : sizeof(vec);
-		if (mincore(r->base + off, n * pg, vec) < 0)
-			return true; /* not known to be holes: punch again */
-		for (size_t i = 0; i < n; i++)
-			if (vec[i] & 1)
-				return true;
-		off += n * pg;
-		len -= n * pg;
-	}
-	return false;
-}
-
 /* After the punch of [off, off + len), armed in every mapping before it.
  * The punch unmaps its pages from every mapping that maps them, and when
  * a mapping faults a page in while the punch runs (a userfaultfd mapping
@@ -334,7 +315,7 @@ void vr_trap_coop_after_punch(struct vr_region *r, uint64_t off, uint64_t len)
 		if (others > 0)
 			(void)vr_coop_request(c, r->coop_m, VR_COOP_ARM, off, len,
 					      VR_COOP_TIMEOUT_MS);
-		if (!any_present(r, off, len))
+		if (!vr_pages_in_file(r, off, len))
 			return;
 		if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				 (off_t)len) < 0)

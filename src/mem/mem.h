@@ -74,6 +74,9 @@ struct vr_region {
 	uint64_t last_age;             /* protected by lock: youngest age handed out */
 	bool lru_added;                /* protected by lock: a range joined the LRU */
 	_Atomic bool used_prot;        /* guard backend: some range used mprotect */
+	_Atomic bool fd_out;           /* a memfd the application has (vr_region_fd,
+					* vr_region_from_fd): other mappings of the file
+					* may exist (mem-pages.c, MARKERS LOST TO A PUNCH) */
 	dev_t dev;                     /* immutable: the memfd's st_dev ... */
 	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
@@ -152,6 +155,10 @@ void vr_trap_coop_resync_all(struct vr_region *r) _nonnull_(); /* lock held */
  * held); 0, or not known trapped everywhere: do not punch */
 int vr_trap_coop_rearm(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
 void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
+/* some page of [off, off + len) of a memfd region is in its file (a
+ * mapping of a shared memfd shows the page cache, mapped here or not);
+ * true also when that is not known */
+bool vr_pages_in_file(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();
 /* after a punch: every guard-protocol mapping arms again, pages faulted
  * in meanwhile are punched again (lock held) */
 void vr_trap_coop_after_punch(struct vr_region *r, uint64_t off, uint64_t len) _nonnull_();

@@ -251,6 +251,8 @@ int vr_region_create_from_fd(struct vr_ctx *ctx, int fd, unsigned flags, struct 
 			 : region_map(ctx, nfd, &st, (size_t)st.st_size, out);
 	if (err < 0)
 		close(nfd);
+	else /* the caller has the file: see vr_region_fd */
+		atomic_store_explicit(&(*out)->fd_out, true, memory_order_relaxed);
 	return err;
 }
 

@@ -641,7 +641,13 @@ _export_ int vr_region_fd(const struct vr_region *r)
 {
 	if (check_live(r) < 0)
 		return -EINVAL;
-	return r->fd < 0 ? -EBADF : r->fd; /* anonymous memory has no fd */
+	if (r->fd < 0)
+		return -EBADF; /* anonymous memory has no fd */
+	/* the file may be mapped elsewhere from now on: purges trap with
+	 * mprotect (mem-pages.c); the flag is the region's, not the
+	 * caller's view of it, hence the cast */
+	atomic_store_explicit(&((struct vr_region *)r)->fd_out, true, memory_order_relaxed);
+	return r->fd;
 }
 
 _export_ struct vr_region *vr_region_of(const void *addr)
