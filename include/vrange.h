@@ -686,11 +686,12 @@ size_t vr_region_size(const struct vr_region *r);
  *
  * Since 0.3, once a plain memfd region's fd was asked for (or the region
  * was made with vr_region_from_fd()), its purges trap with mprotect
- * instead of guard markers, at the cost of a VMA per purged range: the
- * file may then be mapped elsewhere, and the kernel drops the guard
- * markers of every mapping of a page when another mapping faults that
- * page in while a hole is punched there (Linux 6.18).  At the process's
- * VMA limit markers are used again, placed anew after each punch; a
+ * instead of guard markers, at the cost of up to two VMAs per purged
+ * range: the file may then be mapped elsewhere, and the kernel drops the
+ * guard markers of every mapping of a page when another mapping faults
+ * that page in while a hole is punched there (Linux 6.18).  Beyond 4096
+ * such ranges in the process at a time (VMAs are the application's too),
+ * or at the VMA limit, markers are used, placed anew after each punch; a
  * thread of this process touching a volatile page during its purge may
  * then, while another mapping reads the same page, read zeros.
  *

@@ -18,7 +18,9 @@
  *                uffd backend's registration gave it SIGBUS), and the
  *                purger still traps after that read;
  *   peer_races   another mapping reads the page while the purger punches
- *                it: the purger still traps.
+ *                it: the purger still traps;
+ *   fd_out_budget  the VMAs the mprotect traps of a region whose memfd is
+ *                out may take.
  */
 #define _GNU_SOURCE
 #include "tests.h"
@@ -288,12 +290,71 @@ static void sc_peer_races(void)
 	vr_ctx_destroy(c);
 }
 
+/* ---- the VMAs those mprotect traps take ----
+ * A region whose memfd is out traps a purged range with mprotect, up to
+ * two VMAs each, which are the application's too: at most 4096 ranges at
+ * a time in the process, markers beyond (mem-pages.c, PROT_OUT_MAX).  6000
+ * alternating one-page ranges purged: the VMAs grow by about 2 x 4096,
+ * not 2 x 6000, every range is purged and traps; unmarked, the VMAs come
+ * back and so do the 4096 */
+#define BUDGET 4096
+#define BR 6000
+
+static long maps_lines(void)
+{
+	char buf[1 << 16];
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	CK(fd >= 0);
+	long n = 0;
+	ssize_t k;
+	while ((k = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < k; i++)
+			n += buf[i] == '\n';
+	close(fd);
+	return n;
+}
+
+static void budget_round(struct vr_ctx *c, struct vr_region *r, atomic_int *calls)
+{
+	size_t P = vt_pg();
+	uint8_t *b = vr_region_base(r);
+	for (size_t i = 0; i < BR; i++)
+		CK_EQ(vr_mark(r, (2 * i + 1) * P, P), VR_INTACT);
+	long v0 = maps_lines();
+	CK_EQ(vr_ctx_purge(c, SIZE_MAX), (ssize_t)(BR * P));
+	long grew = maps_lines() - v0;
+	CK(grew >= 2 * BUDGET - 8 && grew <= 2 * BUDGET + 8, "(VMAs grew by %ld)", grew);
+	CK_EQ(vr_ctx_stat(c, VR_STAT_SKIPPED), 0);
+	/* the first and the last range (markers there) both trap */
+	int n = atomic_load(calls);
+	CK_EQ(rd(b + P + 5), vt_pat(9, P + 5));
+	CK_EQ(rd(b + (2 * BR - 1) * P + 5), vt_pat(9, (2 * BR - 1) * P + 5));
+	CK_EQ(atomic_load(calls), n + 2);
+	for (size_t i = 1; i + 1 < BR; i++)
+		CK_EQ(vr_unmark(r, (2 * i + 1) * P, P), VR_PURGED);
+	CK(maps_lines() <= v0 + 2, "(VMAs %ld after the unmarks, %ld before)", maps_lines(), v0);
+}
+
+static void sc_fd_out_budget(void)
+{
+	size_t P = vt_pg();
+	struct vr_ctx *c = ctx_forced();
+	if (vr_trap_backend() != VR_TRAP_GUARD && vr_trap_backend() != VR_TRAP_UFFD)
+		_exit(0); /* mprotect everywhere already: nothing to count */
+	atomic_int calls = 0;
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_new(c, "vt-budget", 2 * BR * P, 0, &r), 0);
+	CK_EQ(vr_region_set_fault_handler(r, refill_fn, &calls), 0);
+	CK(vr_region_fd(r) >= 0); /* the memfd is out */
+	budget_round(c, r, &calls);
+	budget_round(c, r, &calls); /* the budget came back */
+	vr_ctx_destroy(c);
+}
+
 static const struct vt_scenario scenarios[] = {
-	{ "ebusy", sc_ebusy },
-	{ "peer_races", sc_peer_races },
-	{ "join_after", sc_join_after },
-	{ "peer_reads", sc_peer_reads },
-	{ "peer", sc_peer },
+	{ "ebusy", sc_ebusy },           { "fd_out_budget", sc_fd_out_budget },
+	{ "peer_races", sc_peer_races }, { "join_after", sc_join_after },
+	{ "peer_reads", sc_peer_reads }, { "peer", sc_peer },
 };
 
 static void test_ebusy_keeps_traps(void **state)
@@ -314,6 +375,12 @@ static void test_peer_reads_zeros(void **state)
 	vt_run_scenario_each_trap("peer_reads");
 }
 
+static void test_fd_out_vma_budget(void **state)
+{
+	(void)state;
+	vt_run_scenario_each_trap("fd_out_budget");
+}
+
 static void test_peer_races_punch(void **state)
 {
 	(void)state;
@@ -331,6 +398,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_join_after_purge_keeps_traps),
 		cmocka_unit_test(test_peer_reads_zeros),
 		cmocka_unit_test(test_peer_races_punch),
+		cmocka_unit_test(test_fd_out_vma_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

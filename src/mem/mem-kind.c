@@ -54,6 +54,7 @@ static uint64_t memfd_footprint(struct vr_region *r)
  * the child's own copy */
 static void memfd_release(struct vr_region *r, bool inherited)
 {
+	vr_pages_forget(r);
 	if (!inherited)
 		munmap(r->base, r->map_size);
 	close(r->fd);

@@ -42,14 +42,51 @@ void vr_trap_gen_bump(struct vr_region *r)
  * markers.  A region that used mprotect once restores with both. */
 #define PROT_MIN_BYTES ((uint64_t)2 << 20) /* one page-table page covers 2 MiB */
 
+/* Ranges below PROT_MIN_BYTES trapped with mprotect because their memfd
+ * is out (MARKERS LOST TO A PUNCH, below): each costs up to two VMAs, and
+ * the process's VMAs are the application's too (vm.max_map_count, 65530
+ * by default).  So at most PROT_OUT_MAX of them at a time in the process,
+ * counted approximately (a restore of part of a range gives one back);
+ * beyond that, markers. */
+#define PROT_OUT_MAX 4096
+static _Atomic long prot_out;
+
+static bool prot_out_take(struct vr_region *r)
+{
+	if (atomic_fetch_add_explicit(&prot_out, 1, memory_order_relaxed) >= PROT_OUT_MAX) {
+		atomic_fetch_sub_explicit(&prot_out, 1, memory_order_relaxed);
+		return false;
+	}
+	atomic_fetch_add_explicit(&r->prot_out, 1, memory_order_relaxed);
+	return true;
+}
+
+static void prot_out_give(struct vr_region *r)
+{
+	unsigned n = atomic_load_explicit(&r->prot_out, memory_order_relaxed);
+	while (n && !atomic_compare_exchange_weak_explicit(
+			    &r->prot_out, &n, n - 1, memory_order_relaxed, memory_order_relaxed))
+		;
+	if (n)
+		atomic_fetch_sub_explicit(&prot_out, 1, memory_order_relaxed);
+}
+
+void vr_pages_forget(struct vr_region *r)
+{
+	unsigned n = atomic_exchange_explicit(&r->prot_out, 0, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&prot_out, (long)n, memory_order_relaxed);
+}
+
 static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 {
 	/* (never for a shared file: other processes would not see it); a
 	 * memfd the application has may be mapped elsewhere, where a fault
 	 * racing the punch would drop the markers (MARKERS LOST TO A PUNCH,
 	 * below), which mprotect, a property of this mapping, survives */
-	*prot = !r->shm && r->trap->id == VR_TRAP_GUARD &&
-		(len >= PROT_MIN_BYTES || atomic_load_explicit(&r->fd_out, memory_order_relaxed));
+	bool guard = !r->shm && r->trap->id == VR_TRAP_GUARD;
+	bool out = guard && len < PROT_MIN_BYTES &&
+		   atomic_load_explicit(&r->fd_out, memory_order_relaxed);
+	*prot = guard && (len >= PROT_MIN_BYTES || (out && prot_out_take(r)));
 	if (*prot) {
 		int err = vr_trap_arm_prot(r, a, len);
 		if (err == 0) {
@@ -57,6 +94,8 @@ static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 			return 0;
 		}
 		/* a multi-VMA mprotect can fail half-way: undo, then guard */
+		if (out)
+			prot_out_give(r);
 		if (vr_trap_disarm_prot(r, a, len) < 0)
 			return VR_DISCARD_STUCK;
 		*prot = false;
@@ -110,7 +149,8 @@ bool vr_pages_in_file(struct vr_region *r, uint64_t off, uint64_t len)
  * (installing one where one is changes nothing), and a page found in the
  * file then (faulted in meanwhile) is punched again, a few times at most:
  * that narrows the loss to a thread of this process touching the page
- * between the punch and the markers again. */
+ * between the punch and the markers again.  So do ranges beyond the
+ * process's share of VMAs for this (PROT_OUT_MAX, above). */
 static void rearm_after_punch(struct vr_region *r, void *a, uint64_t p0, size_t len)
 {
 	for (int tries = 0; tries < 8; tries++) {
@@ -155,6 +195,8 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 		if (!trap_freed && freed_part(r, a, MADV_DONTNEED))
 			return VR_DISCARD_STUCK;
 		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
+		if (prot && undo == 0 && len < PROT_MIN_BYTES)
+			prot_out_give(r);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
 	/* the punch may have taken guard markers off (MARKERS LOST TO A
@@ -174,7 +216,10 @@ int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	vr_trap_gen_bump(r);
 	int err = vr_trap_disarm(r, a, len);
 	if (!err && r->trap->id == VR_TRAP_GUARD &&
-	    atomic_load_explicit(&r->used_prot, memory_order_relaxed))
+	    atomic_load_explicit(&r->used_prot, memory_order_relaxed)) {
 		err = vr_trap_disarm_prot(r, a, len);
+		if (!err && len < PROT_MIN_BYTES)
+			prot_out_give(r);
+	}
 	return err;
 }
