@@ -20,7 +20,10 @@
  *   peer_races   another mapping reads the page while the purger punches
  *                it: the purger still traps;
  *   fd_out_budget  the VMAs the mprotect traps of a region whose memfd is
- *                out may take.
+ *                out may take;
+ *   fd_out_held  ranges on markers do not give back the budget of ranges
+ *                still on mprotect, one unmark of many ranges gives all
+ *                theirs back, a fork child's budget is its own.
  */
 #define _GNU_SOURCE
 #include "tests.h"
@@ -351,10 +354,81 @@ static void sc_fd_out_budget(void)
 	vr_ctx_destroy(c);
 }
 
+/* ---- the budget is held by the ranges on mprotect, not by restores ----
+ * Sets of BUDGET alternating one-page ranges: A purged (mprotect, the
+ * whole budget), B purged (markers) and unmarked, C purged: C must get
+ * markers while A stays purged (a count given back by any restore let B's
+ * unmarks give back A's: C took mprotect, 2 x 4096 VMAs more, and so on
+ * without bound).  Then one unmark of all gives A's and C's back: A
+ * purged again takes mprotect (a restore gave back at most one).  Then a
+ * fork child, while A holds the budget: its own region takes mprotect
+ * (the parent's ranges are not the child's).  (A reviewer's test.) */
+static void budget_set(struct vr_ctx *c, struct vr_region *r, size_t set, bool unmark)
+{
+	size_t P = vt_pg();
+	for (size_t j = set * BUDGET; j < (set + 1) * BUDGET; j++)
+		CK_EQ(vr_mark(r, (2 * j + 1) * P, P), VR_INTACT);
+	CK_EQ(vr_ctx_purge(c, SIZE_MAX), (ssize_t)(BUDGET * P));
+	for (size_t j = set * BUDGET; unmark && j < (set + 1) * BUDGET; j++)
+		CK_EQ(vr_unmark(r, (2 * j + 1) * P, P), VR_PURGED);
+}
+
+static void sc_fd_out_held(void)
+{
+	size_t P = vt_pg(), size = (6 * BUDGET + 2) * P;
+	struct vr_ctx *c = ctx_forced();
+	if (vr_trap_backend() != VR_TRAP_GUARD && vr_trap_backend() != VR_TRAP_UFFD)
+		_exit(0); /* mprotect everywhere already: nothing to count */
+	struct vr_region *r = NULL;
+	CK_EQ(vr_region_new(c, "vt-held", size, 0, &r), 0);
+	CK(vr_region_fd(r) >= 0);
+	/* (margins of BUDGET: a sanitizer's allocator maps too) */
+	long v0 = maps_lines();
+	budget_set(c, r, 0, false); /* A */
+	long v1 = maps_lines();
+	CK(v1 - v0 >= 2 * BUDGET - 8, "(VMAs grew by %ld with A purged)", v1 - v0);
+	budget_set(c, r, 1, true);  /* B */
+	budget_set(c, r, 2, false); /* C */
+	long grew = maps_lines() - v1;
+	CK(grew < BUDGET, "(VMAs grew by %ld more with C purged)", grew);
+	CK_EQ(vr_unmark(r, 0, size), VR_PURGED);
+	CK(maps_lines() < v0 + BUDGET, "(VMAs %ld after the unmark, %ld before)", maps_lines(), v0);
+	long v2 = maps_lines();
+	budget_set(c, r, 0, false);
+	grew = maps_lines() - v2;
+	CK(grew >= 2 * BUDGET - 8, "(VMAs grew by %ld: the budget was not given back)", grew);
+	fflush(stderr);
+	pid_t pid = fork(); /* A holds the whole budget */
+	CK(pid >= 0);
+	if (pid == 0) {
+		alarm(20);
+		struct vr_ctx *c2 = NULL;
+		struct vr_region *r2 = NULL;
+		CK_EQ(vr_ctx_new(VR_CTX_NO_MONITOR, &c2), 0);
+		CK_EQ(vr_region_new(c2, "vt-held-child", 4 * P, 0, &r2), 0);
+		CK(vr_region_fd(r2) >= 0);
+		CK_EQ(vr_mark(r2, P, P), VR_INTACT);
+		long w0 = maps_lines();
+		CK_EQ(vr_ctx_purge(c2, SIZE_MAX), (ssize_t)P);
+		CK_EQ(maps_lines() - w0, 2); /* mprotect: the region split in three */
+		vr_ctx_destroy(c2);
+		_exit(0);
+	}
+	int st = 0;
+	CK_EQ(waitpid(pid, &st, 0), pid);
+	CK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(child: status 0x%x)", st);
+	CK_EQ(vr_unmark(r, 0, size), VR_PURGED);
+	vr_ctx_destroy(c);
+}
+
 static const struct vt_scenario scenarios[] = {
-	{ "ebusy", sc_ebusy },           { "fd_out_budget", sc_fd_out_budget },
-	{ "peer_races", sc_peer_races }, { "join_after", sc_join_after },
-	{ "peer_reads", sc_peer_reads }, { "peer", sc_peer },
+	{ "ebusy", sc_ebusy },
+	{ "fd_out_held", sc_fd_out_held },
+	{ "fd_out_budget", sc_fd_out_budget },
+	{ "peer_races", sc_peer_races },
+	{ "join_after", sc_join_after },
+	{ "peer_reads", sc_peer_reads },
+	{ "peer", sc_peer },
 };
 
 static void test_ebusy_keeps_traps(void **state)
@@ -381,6 +455,12 @@ static void test_fd_out_vma_budget(void **state)
 	vt_run_scenario_each_trap("fd_out_budget");
 }
 
+static void test_fd_out_budget_held(void **state)
+{
+	(void)state;
+	vt_run_scenario_each_trap("fd_out_held");
+}
+
 static void test_peer_races_punch(void **state)
 {
 	(void)state;
@@ -399,6 +479,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_peer_reads_zeros),
 		cmocka_unit_test(test_peer_races_punch),
 		cmocka_unit_test(test_fd_out_vma_budget),
+		cmocka_unit_test(test_fd_out_budget_held),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,36 +45,58 @@ void vr_trap_gen_bump(struct vr_region *r)
 /* Ranges below PROT_MIN_BYTES trapped with mprotect because their memfd
  * is out (MARKERS LOST TO A PUNCH, below): each costs up to two VMAs, and
  * the process's VMAs are the application's too (vm.max_map_count, 65530
- * by default).  So at most PROT_OUT_MAX of them at a time in the process,
- * counted approximately (a restore of part of a range gives one back);
- * beyond that, markers. */
+ * by default).  So at most PROT_OUT_MAX of them at a time in the process;
+ * beyond that, markers.  Each holds a slot of a fixed table, (region,
+ * first page), taken when its trap is placed and given back when a
+ * restore covers that page or the region goes: a range on markers gives
+ * back nothing, and one restore of many ranges gives back all of theirs.
+ * What the table does not see: a restore of the middle of a range leaves
+ * its right piece trapped without a slot, and the left piece's restore
+ * gives the one slot back (so a few more VMAs than the table says, one
+ * per such split).  A slot is written only by a holder of its region's
+ * lock (taken with a compare-and-swap); nothing allocates (purges run
+ * under memory pressure). */
 #define PROT_OUT_MAX 4096
-static _Atomic long prot_out;
+static struct {
+	_Atomic(struct vr_region *) r;
+	uint64_t p0;
+} prot_out[PROT_OUT_MAX];
 
-static bool prot_out_take(struct vr_region *r)
+static bool prot_out_take(struct vr_region *r, uint64_t p0)
 {
-	if (atomic_fetch_add_explicit(&prot_out, 1, memory_order_relaxed) >= PROT_OUT_MAX) {
-		atomic_fetch_sub_explicit(&prot_out, 1, memory_order_relaxed);
-		return false;
+	for (size_t i = 0; i < PROT_OUT_MAX; i++) {
+		struct vr_region *none = NULL;
+		if (atomic_load_explicit(&prot_out[i].r, memory_order_relaxed) == NULL &&
+		    atomic_compare_exchange_strong(&prot_out[i].r, &none, r)) {
+			prot_out[i].p0 = p0;
+			return true;
+		}
 	}
-	atomic_fetch_add_explicit(&r->prot_out, 1, memory_order_relaxed);
-	return true;
+	return false;
 }
 
-static void prot_out_give(struct vr_region *r)
+/* the slots of r's ranges whose first page is in [p0, p1) go back (all of
+ * r's for p1 == UINT64_MAX); region lock held, or the region going */
+static void prot_out_give(struct vr_region *r, uint64_t p0, uint64_t p1)
 {
-	unsigned n = atomic_load_explicit(&r->prot_out, memory_order_relaxed);
-	while (n && !atomic_compare_exchange_weak_explicit(
-			    &r->prot_out, &n, n - 1, memory_order_relaxed, memory_order_relaxed))
-		;
-	if (n)
-		atomic_fetch_sub_explicit(&prot_out, 1, memory_order_relaxed);
+	for (size_t i = 0; i < PROT_OUT_MAX; i++)
+		if (atomic_load_explicit(&prot_out[i].r, memory_order_relaxed) == r &&
+		    prot_out[i].p0 >= p0 && prot_out[i].p0 < p1)
+			atomic_store(&prot_out[i].r, NULL);
 }
 
 void vr_pages_forget(struct vr_region *r)
 {
-	unsigned n = atomic_exchange_explicit(&r->prot_out, 0, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&prot_out, (long)n, memory_order_relaxed);
+	if (atomic_load_explicit(&r->fd_out, memory_order_relaxed))
+		prot_out_give(r, 0, UINT64_MAX);
+}
+
+/* a fork child: its only thread; the parent's regions purge nothing here
+ * (inherited handles may only be destroyed), so no slot is the child's */
+void vr_pages_atfork_child(void)
+{
+	for (size_t i = 0; i < PROT_OUT_MAX; i++)
+		atomic_store_explicit(&prot_out[i].r, NULL, memory_order_relaxed);
 }
 
 static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
@@ -84,9 +106,10 @@ static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 	 * racing the punch would drop the markers (MARKERS LOST TO A PUNCH,
 	 * below), which mprotect, a property of this mapping, survives */
 	bool guard = !r->shm && r->trap->id == VR_TRAP_GUARD;
+	uint64_t p0 = (uint64_t)((uint8_t *)a - r->base);
 	bool out = guard && len < PROT_MIN_BYTES &&
 		   atomic_load_explicit(&r->fd_out, memory_order_relaxed);
-	*prot = guard && (len >= PROT_MIN_BYTES || (out && prot_out_take(r)));
+	*prot = guard && (len >= PROT_MIN_BYTES || (out && prot_out_take(r, p0)));
 	if (*prot) {
 		int err = vr_trap_arm_prot(r, a, len);
 		if (err == 0) {
@@ -95,7 +118,7 @@ static int arm(struct vr_region *r, void *a, size_t len, bool *prot)
 		}
 		/* a multi-VMA mprotect can fail half-way: undo, then guard */
 		if (out)
-			prot_out_give(r);
+			prot_out_give(r, p0, p0 + 1);
 		if (vr_trap_disarm_prot(r, a, len) < 0)
 			return VR_DISCARD_STUCK;
 		*prot = false;
@@ -196,7 +219,7 @@ int vr_discard_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 			return VR_DISCARD_STUCK;
 		int undo = prot ? vr_trap_disarm_prot(r, a, len) : vr_trap_disarm(r, a, len);
 		if (prot && undo == 0 && len < PROT_MIN_BYTES)
-			prot_out_give(r);
+			prot_out_give(r, p0, p0 + 1);
 		return undo < 0 ? VR_DISCARD_STUCK : err;
 	}
 	/* the punch may have taken guard markers off (MARKERS LOST TO A
@@ -218,8 +241,8 @@ int vr_restore_pages(struct vr_region *r, uint64_t p0, uint64_t p1)
 	if (!err && r->trap->id == VR_TRAP_GUARD &&
 	    atomic_load_explicit(&r->used_prot, memory_order_relaxed)) {
 		err = vr_trap_disarm_prot(r, a, len);
-		if (!err && len < PROT_MIN_BYTES)
-			prot_out_give(r);
+		if (!err && atomic_load_explicit(&r->fd_out, memory_order_relaxed))
+			prot_out_give(r, p0, p1);
 	}
 	return err;
 }

@@ -178,6 +178,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	pthread_mutex_init(&shm_lock, NULL);
+	vr_pages_atfork_child(); /* mem's other process-wide state */
 }
 
 const struct vr_atfork vr_shared_atfork = { VR_RANK_SHM, atfork_prepare, atfork_parent,

@@ -77,8 +77,6 @@ struct vr_region {
 	_Atomic bool fd_out;           /* a memfd the application has (vr_region_fd,
 					* vr_region_from_fd): other mappings of the file
 					* may exist (mem-pages.c, MARKERS LOST TO A PUNCH) */
-	_Atomic unsigned prot_out;     /* its ranges trapped with mprotect for that
-					* (mem-pages.c, PROT_OUT_MAX) */
 	dev_t dev;                     /* immutable: the memfd's st_dev ... */
 	ino_t ino;                     /* ... and st_ino (S33: one region per file) */
 	uint64_t nranges, volatile_bytes, purged_bytes; /* protected by lock: this
@@ -160,6 +158,7 @@ void vr_trap_coop_wait(struct vr_region *r) _nonnull_(); /* async-signal-safe */
 /* the region goes: its share of the mprotect-trapped ranges of memfds
  * that are out (mem-pages.c) is given back */
 void vr_pages_forget(struct vr_region *r) _nonnull_();
+void vr_pages_atfork_child(void); /* (mem-shared.c's fork hook calls it) */
 /* some page of [off, off + len) of a memfd region is in its file (a
  * mapping of a shared memfd shows the page cache, mapped here or not);
  * true also when that is not known */
