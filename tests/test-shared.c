@@ -999,6 +999,81 @@ static void test_size_beyond_cgroup(void **state)
 	in_small_cgroup("size beyond the cgroup", beyond_cgroup);
 }
 
+/* the same under a parent's larger limit that leaves less room: a 96 MiB
+ * region in an empty 128 MiB cgroup whose 160 MiB parent holds 100 MiB of
+ * a sibling's (anonymous memory, no swap needed to see it).  Only the
+ * smallest limit was read (the child's: 128 MiB of room), the region was
+ * made, and its commit ran the parent's OOM killer (here it killed the
+ * sibling).  Now -ENOMEM, the sibling lives, the parent never hit its
+ * limit */
+#define MiB_ (1ull << 20)
+
+static void sibling_hog(const struct vt_cg *sib)
+{
+	if (vt_cg_enter(sib) < 0)
+		_exit(4);
+	uint8_t *p =
+		mmap(NULL, 100 * MiB_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		_exit(5);
+	memset(p, 0x3c, 100 * MiB_);
+	for (;;)
+		pause();
+}
+
+static void test_size_beyond_parent_cgroup(void **state)
+{
+	(void)state;
+	struct vt_cg outer, in, sib;
+	const char *why = NULL;
+	if (vt_cg_create(&outer, 160 * MiB_, &why) != 0) {
+		printf("[  SKIP    ] size beyond the parent cgroup: %s\n", why);
+		skip();
+	}
+	if (vt_cg_create_in(&in, &outer, 128 * MiB_, &why) != 0) {
+		vt_cg_remove(&outer);
+		printf("[  SKIP    ] size beyond the parent cgroup: %s\n", why);
+		skip();
+	}
+	sib.v2 = outer.v2;
+	assert_true((size_t)snprintf(sib.dir, sizeof(sib.dir), "%s/sib", outer.dir) <
+		    sizeof(sib.dir));
+	assert_int_equal(mkdir(sib.dir, 0755), 0);
+	const char *usage = outer.v2 ? "memory.current" : "memory.usage_in_bytes";
+	fflush(stdout);
+	pid_t hog = fork();
+	assert_true(hog >= 0);
+	if (hog == 0)
+		sibling_hog(&sib);
+	while (vt_cg_read(sib.dir, usage) < 100 * MiB_)
+		assert_int_equal(waitpid(hog, NULL, WNOHANG), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct vr_ctx *ctx;
+		struct vr_region *r = NULL;
+		if (vt_cg_enter(&in) < 0 || vr_ctx_new(VR_CTX_NO_MONITOR, &ctx) < 0)
+			_exit(4);
+		int rc = vr_region_new(ctx, "big", 96 * MiB_, VR_REGION_SHARED, &r);
+		printf("vr_region_new: %d\n", rc);
+		fflush(stdout);
+		_exit(rc == -ENOMEM ? 0 : 3);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	bool hog_alive = waitpid(hog, NULL, WNOHANG) == 0;
+	kill(hog, SIGKILL);
+	waitpid(hog, NULL, 0);
+	uint64_t failcnt = outer.v2 ? vt_cg_key(outer.dir, "memory.events", "max")
+				    : vt_cg_read(outer.dir, "memory.failcnt");
+	assert_int_equal(vt_cg_remove(&sib), 0);
+	assert_int_equal(vt_cg_remove(&in), 0);
+	assert_int_equal(vt_cg_remove(&outer), 0);
+	vt_assert_exit_ok(st);
+	assert_true(hog_alive);
+	assert_int_equal(failcnt, 0);
+}
+
 int main(int argc, char **argv)
 {
 	int rc = vt_scenario_dispatch(argc, argv, scenarios,
@@ -1022,6 +1097,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unprivileged),
 		cmocka_unit_test(test_size_beyond_memory),
 		cmocka_unit_test(test_size_beyond_cgroup),
+		cmocka_unit_test(test_size_beyond_parent_cgroup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

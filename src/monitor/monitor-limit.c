@@ -355,23 +355,26 @@ static uint64_t limit_detect(int *kind, char **where)
 	return best;
 }
 
+/* every limit of the process's cgroups, not only the smallest: a parent's
+ * larger limit can leave less room, its usage counting its other children
+ * (a 96 MiB commit in a 128 MiB cgroup, empty, under a 160 MiB parent
+ * whose other child held 100 MiB: the parent's OOM killer ran) */
 uint64_t mon_limit_headroom(void)
 {
-	int kind;
-	char *where;
-	uint64_t lim = limit_detect(&kind, &where), usage, room = UINT64_MAX;
-	bool v1 = kind == MON_LIM_V1;
-	if (lim != UINT64_MAX && where &&
-	    mon_read_u64_or_max(where, v1 ? "memory.usage_in_bytes" : "memory.current", &usage) &&
-	    usage != UINT64_MAX) {
-		char buf[8192];
-		uint64_t file = mon_read_text(where, "memory.stat", buf, sizeof(buf)) > 0
-					? mon_stat_file_cache(buf, v1)
-					: 0;
-		uint64_t held = usage > file ? usage - file : 0;
-		room = lim > held ? lim - held : 0;
+	uint64_t room = UINT64_MAX;
+	char *dir = NULL, *mnt = NULL;
+	if (mon_cg1_find_dir(&dir, &mnt) == 0)
+		room = mon_walk_headroom(mnt, dir, v1_limit, true);
+	free(dir);
+	free(mnt);
+	const char *m2 = mon_cg2_mount();
+	dir = m2 ? mon_cg2_find_dir() : NULL;
+	if (dir) {
+		uint64_t v = mon_walk_headroom(m2, dir, v2_limit, false);
+		if (v < room)
+			room = v;
 	}
-	free(where);
+	free(dir);
 	return room;
 }
 

@@ -291,18 +291,44 @@ int mon_cg1_find_dir(char **dir, char **mnt)
 	return err;
 }
 
-uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *names, char **where)
+/* @cur (a directory under @top, @tl its length) becomes its parent: false
+ * when @cur is @top (nothing above to walk) */
+static bool walk_up(char *cur, size_t tl)
 {
-	uint64_t best = UINT64_MAX;
+	size_t len = strlen(cur);
+	while (len > tl && cur[len - 1] == '/')
+		len--;
+	if (len <= tl)
+		return false;
+	char *slash = memrchr(cur, '/', len);
+	if (!slash || (size_t)(slash - cur) < tl)
+		return false;
+	*slash = '\0';
+	return (size_t)(slash - cur) >= tl;
+}
+
+/* the length of @top without trailing slashes, or -1 if @dir is not
+ * under it */
+static ssize_t top_len(const char *top, const char *dir)
+{
 	size_t tl = strlen(top);
 	while (tl > 1 && top[tl - 1] == '/')
 		tl--;
 	if (strncmp(dir, top, tl) != 0 || (dir[tl] && dir[tl] != '/'))
+		return -1;
+	return (ssize_t)tl;
+}
+
+uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *names, char **where)
+{
+	uint64_t best = UINT64_MAX;
+	ssize_t tl = top_len(top, dir);
+	if (tl < 0)
 		return UINT64_MAX; /* not under top: walk nothing */
 	char *cur = strdup(dir);
 	if (where)
 		*where = NULL;
-	while (cur) {
+	for (bool more = cur != NULL; more; more = walk_up(cur, (size_t)tl)) {
 		for (const char *const *n = names; *n; n++) {
 			uint64_t v;
 			/* a tie goes to the ancestor (the walk goes up): its
@@ -318,23 +344,41 @@ uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *nam
 				}
 			}
 		}
-		size_t len = strlen(cur);
-		while (len > tl && cur[len - 1] == '/')
-			len--;
-		if (len <= tl)
-			break;
-		char *slash = memrchr(cur, '/', len);
-		if (!slash || (size_t)(slash - cur) < tl)
-			break;
-		*slash = '\0';
-		if ((size_t)(slash - cur) < tl)
-			break;
 	}
 	free(cur);
 	/* a limit of 0 (v2 memory.max or memory.high written 0) is a limit,
 	 * the tightest: report it as 1 byte, because 0 means "none" to every
 	 * caller (vr_ctx_memory_limit() included) */
 	return best == 0 ? 1 : best;
+}
+
+uint64_t mon_walk_headroom(const char *top, const char *dir, const char *const *names, bool v1)
+{
+	uint64_t room = UINT64_MAX;
+	ssize_t tl = top_len(top, dir);
+	if (tl < 0)
+		return UINT64_MAX;
+	char *cur = strdup(dir);
+	for (bool more = cur != NULL; more; more = walk_up(cur, (size_t)tl)) {
+		uint64_t lim = UINT64_MAX, v, usage;
+		for (const char *const *n = names; *n; n++)
+			if (mon_read_u64_or_max(cur, *n, &v) && v < lim)
+				lim = v;
+		if (lim == UINT64_MAX ||
+		    !mon_read_u64_or_max(cur, v1 ? "memory.usage_in_bytes" : "memory.current",
+					 &usage) ||
+		    usage == UINT64_MAX)
+			continue;
+		char buf[8192];
+		uint64_t file = mon_read_text(cur, "memory.stat", buf, sizeof(buf)) > 0
+					? mon_stat_file_cache(buf, v1)
+					: 0;
+		uint64_t held = usage > file ? usage - file : 0, r = lim > held ? lim - held : 0;
+		if (r < room)
+			room = r;
+	}
+	free(cur);
+	return room;
 }
 
 uint64_t mon_readahead_max(const char *dir)

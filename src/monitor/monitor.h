@@ -110,9 +110,10 @@ uint64_t mon_limit_budget(const struct mon_limit_plan *pl, uint64_t usage, uint6
 unsigned mon_limit_interval(const struct mon_limit_plan *pl, uint64_t usage, uint64_t prev_usage,
 			    unsigned prev_ms) _nonnull_();
 
-/* what the process's memory cgroups can still charge before the smallest
- * limit: that limit less its cgroup's usage, the reclaimable file cache
- * counted free; UINT64_MAX without a cgroup limit (or its usage unread) */
+/* what the process's memory cgroups can still charge before a limit: the
+ * least, over the cgroup and its ancestors with a limit, of that limit
+ * less the cgroup's usage, the reclaimable file cache counted free;
+ * UINT64_MAX without a cgroup limit (or its usage unread) */
 uint64_t mon_limit_headroom(void);
 
 /* ---- monitor-platform.c: discovery and parsing ---- */
@@ -145,6 +146,13 @@ int mon_cg1_find_dir(char **dir, char **mnt) _nonnull_();
  * the uppermost one on a tie (malloc'ed); UINT64_MAX if none; 1 for a
  * limit of 0 */
 uint64_t mon_walk_limit(const char *top, const char *dir, const char *const *names, char **where)
+	_nonnull_(1, 2, 3);
+/* what the memory cgroups @dir and its ancestors up to @top (included)
+ * can still charge: the least, over those with a limit (@names, the
+ * smallest of them), of that limit less the cgroup's usage, its
+ * reclaimable file cache counted free (v1: memory.usage_in_bytes, else
+ * memory.current); UINT64_MAX if none has one */
+uint64_t mon_walk_headroom(const char *top, const char *dir, const char *const *names, bool v1)
 	_nonnull_(1, 2, 3);
 /* whole file into a malloc'ed string, or NULL */
 char *mon_slurp(const char *path) _nonnull_();
