@@ -554,7 +554,8 @@ int vr_ctx_memory_limit_scope(struct vr_ctx *ctx);
  * -EOPNOTSUPP (VR_REGION_SHARED where neither userfaultfd nor guard
  * markers work); -ENOMEM (also VR_REGION_SHARED with a @size the
  * system's RAM and swap cannot hold, or, since 0.3, more than the
- * process's memory cgroup can still take under its limit, its file cache
+ * process's memory cgroup can still take under its limit or an
+ * ancestor's (the least room of them), its file cache
  * counted free: its pages are committed at creation, and a commit beyond
  * the limit would run the cgroup's OOM killer; a best-effort check, as
  * other processes may charge the cgroup meanwhile); or the negative errno of
