@@ -304,7 +304,7 @@ int vr_trap_coop_notify(struct vr_region *r, int op, uint64_t off, uint64_t len)
 void vr_trap_coop_after_punch(struct vr_region *r, uint64_t off, uint64_t len)
 {
 	struct vr_coop *c = coop_of(r);
-	for (int tries = 0; tries < 8; tries++) {
+	for (int tries = 0;; tries++) { /* ends on an arm, not on a punch */
 		int others = vr_coop_count(c) - (r->coop_m ? 1 : 0);
 		if (!r->coop_m && others <= 0)
 			return; /* userfaultfd mappings only: the hole is the trap */
@@ -315,7 +315,7 @@ void vr_trap_coop_after_punch(struct vr_region *r, uint64_t off, uint64_t len)
 		if (others > 0)
 			(void)vr_coop_request(c, r->coop_m, VR_COOP_ARM, off, len,
 					      VR_COOP_TIMEOUT_MS);
-		if (!vr_pages_in_file(r, off, len))
+		if (tries == 8 || !vr_pages_in_file(r, off, len))
 			return;
 		if (vr_fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				 (off_t)len) < 0)
