@@ -251,7 +251,7 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
 		vr_opage_hold(&p[i]);
 	vr_obj_pages_requeue(os, p, n);
 	for (unsigned i = 0; i < n; i++)
-		vr_opage_drop(&p[i]);
+		vr_opage_drop_requeued(os, &p[i]);
 }
 
 /* a handle freed unreported goes back to its free list; its page (a
@@ -272,7 +272,7 @@ static void release_unreported(struct vr_objs *os, struct vr_obj *o)
 	vr_objs_release_handle(os, o);
 	vr_obj_pages_requeue(os, p, n);
 	for (unsigned i = 0; i < n; i++)
-		vr_opage_drop(&p[i]);
+		vr_opage_drop_requeued(os, &p[i]);
 }
 
 /* FORK IN A HANDLER.  A purge handler may fork (S37: no call is

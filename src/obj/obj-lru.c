@@ -261,6 +261,26 @@ void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p)
 	vr_obj_rq_push(os, (uintptr_t)p, age);
 }
 
+/* The pin held across a requeue goes as an unpin's does: in one step
+ * with QUEUED.  A purge that popped the requeued entry while the pin was
+ * held dropped it and cleared QUEUED (take_page: "pinned, no unit"),
+ * which is right for a pin whose unpin appends again, not for this one:
+ * the page then kept unpinned objects and no entry, and no purge took
+ * it again.  So the last pin's drop gives a page whose QUEUED is clear an
+ * entry again (at worst a stale one, which a purge drops) */
+void vr_opage_drop_requeued(struct vr_objs *os, struct vr_opage *p)
+{
+	uint32_t w = atomic_load(&p->pw);
+	bool last;
+	do
+		last = (w & PG_COUNT) == 1;
+	while (!atomic_compare_exchange_weak(&p->pw, &w, (w - 1) | (last ? PG_QUEUED : 0)));
+	if (last && !(w & PG_QUEUED)) {
+		vr_ctx_unstick(os->ctx); /* that purge may have found nothing */
+		vr_obj_rq_push(os, (uintptr_t)p, atomic_load(&p->youngest));
+	}
+}
+
 /* ---- purging units (purge_lock held) ----
  * BATCHED DISCARD.  A unit the purger takes is claimed (OS_PURGING on a
  * large object, PG_PURGING on a page) and joins os->pend; the batch's

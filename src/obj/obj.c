@@ -119,8 +119,8 @@ _export_ void vr_obj_free(struct vr_obj *o)
 	if (!(s & OS_PINNED))
 		obj_gauge(os, vr_obj_log_index(), s & OS_PURGED, -(int64_t)obj_size(o));
 	vr_objs_release(os, o);
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_drop(&p[i]);
+	for (unsigned i = 0; i < n; i++) /* it requeued the pages */
+		vr_opage_drop_requeued(os, &p[i]);
 	obj_count(os, -1);
 }
 
@@ -387,9 +387,12 @@ undo:
 					   * have dropped the entry of a page
 					   * while we held it */
 		vr_obj_pages_requeue(os, p, n);
+		for (unsigned i = 0; i < n; i++)
+			vr_opage_drop_requeued(os, &p[i]);
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			vr_opage_drop(&p[i]);
 	}
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_drop(&p[i]);
 	if (err == VR_INTACT && !wait_zeroed(o, &s))
 		return -EDEADLK;
 	return err;

@@ -483,6 +483,9 @@ void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32
 void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p) _nonnull_();
 /* the same for the n pages of one object, taking their class lock */
 void vr_obj_pages_requeue(struct vr_objs *os, struct vr_opage *p, unsigned n) _nonnull_();
+/* drops the caller's pin on p after a requeue, giving the page an entry
+ * again if a purge dropped it meanwhile */
+void vr_opage_drop_requeued(struct vr_objs *os, struct vr_opage *p) _nonnull_();
 /* an entry for a unit whose QUEUED the caller just set; 0 or -ENOMEM */
 int vr_obj_lru_append(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
 void vr_obj_rq_push(struct vr_objs *os, uintptr_t unit, uint64_t age) _nonnull_();
