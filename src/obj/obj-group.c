@@ -290,20 +290,25 @@ static void report(struct vr_objs *os, struct vr_obj *o)
 	if (vr_inherited_ctx(os->ctx))
 		return; /* FORK IN A HANDLER: the child */
 	uint64_t s = atomic_load(&o->state);
-	do {
+	/* (a for loop: a failed weak compare-and-swap, which may fail
+	 * spuriously, must come back here, not to a loop condition that
+	 * sets OS_REPORTING on a freed handle: a review) */
+	for (;;) {
 		if (!(s & OS_NOTIFY))
 			return; /* reported by another thread, or freed */
 		if (!(s & OS_LIVE)) {
 			/* freed before its report: the handle was kept for this
 			 * batch (obj-alloc.c handle_freed); no call, it goes back */
-			if (atomic_compare_exchange_weak(&o->state, &s, s & ~(uint64_t)OS_NOTIFY))
+			if (atomic_compare_exchange_weak(&o->state, &s, s & ~(uint64_t)OS_NOTIFY)) {
 				release_unreported(os, o);
-			else
-				continue;
-			return;
+				return;
+			}
+			continue;
 		}
-	} while (!atomic_compare_exchange_weak(&o->state, &s,
-					       (s & ~(uint64_t)OS_NOTIFY) | OS_REPORTING));
+		if (atomic_compare_exchange_weak(&o->state, &s,
+						 (s & ~(uint64_t)OS_NOTIFY) | OS_REPORTING))
+			break;
+	}
 	void *arg;
 	vr_purge_fn fn = (vr_purge_fn)vr_cb_slot_get(&os->purge, &arg);
 	if (fn) /* NULL: removed since the purge, which goes unreported */
