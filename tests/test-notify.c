@@ -1039,6 +1039,18 @@ static void *ur_purger(void *arg)
 	return NULL;
 }
 
+/* this thread purges Y, then B (Y's call is held until T1 is done), and
+ * T1 is joined */
+static void purge_b_here(struct vr_obj *b)
+{
+	UR.b = b;
+	assert_int_equal(vr_obj_unpin(UR.y), 0);
+	usleep(1000);
+	assert_int_equal(vr_obj_unpin(b), 0);
+	assert_true(vr_group_purge(UR.g, SIZE_MAX) > 0);
+	assert_int_equal(pthread_join(UR.t1, NULL), 0);
+}
+
 static void unreported_run(size_t size)
 {
 	struct vr_ctx *c;
@@ -1066,12 +1078,7 @@ static void unreported_run(size_t size)
 	struct vr_obj *b;
 	assert_int_equal(vr_obj_new_in(UR.g, size, 0, 0, &b), 0);
 	memset(vr_obj_ptr(b), 4, size);
-	UR.b = b;
-	assert_int_equal(vr_obj_unpin(UR.y), 0);
-	usleep(1000);
-	assert_int_equal(vr_obj_unpin(b), 0);
-	assert_true(vr_group_purge(UR.g, SIZE_MAX) > 0);
-	assert_int_equal(pthread_join(UR.t1, NULL), 0);
+	purge_b_here(b);
 	/* T1 never purged B: it must not report it (it did, through A's
 	 * handle) */
 	assert_int_equal(atomic_load(&UR.b_calls_t1), 0);
@@ -1108,12 +1115,7 @@ static void unreported_in_call(void)
 	assert_int_equal(vr_obj_new_in(UR.g, P / 4, 0, 0, &b), 0);
 	memset(vr_obj_ptr(b), 4, P / 4);
 	vr_obj_free(a); /* during its call */
-	UR.b = b;
-	assert_int_equal(vr_obj_unpin(UR.y), 0);
-	usleep(1000);
-	assert_int_equal(vr_obj_unpin(b), 0);
-	assert_true(vr_group_purge(UR.g, SIZE_MAX) > 0);
-	assert_int_equal(pthread_join(UR.t1, NULL), 0);
+	purge_b_here(b);
 	assert_int_equal(atomic_load(&UR.b_calls_t1), 0);
 	vr_group_purge(UR.g, SIZE_MAX);
 	assert_int_equal(vr_obj_status(b), VR_STATE_VOLATILE | VR_STATE_PURGED);

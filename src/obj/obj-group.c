@@ -225,6 +225,21 @@ int vr_objs_set_purge_handler(struct vr_objs *os, vr_purge_fn fn, void *arg)
 	return 0;
 }
 
+/* small object o's pages get an entry again, held meanwhile (and with
+ * @release its handle goes back to its free list while they are held, so
+ * that the slot's reuse cannot free them) */
+static void requeue_pages(struct vr_objs *os, struct vr_obj *o, bool release)
+{
+	struct vr_opage *p;
+	unsigned n;
+	obj_pages(o, &p, &n);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_hold(&p[i]);
+	if (release)
+		vr_objs_release_handle(os, o);
+	vr_obj_pages_requeue(os, p, n); /* (and drops the holds) */
+}
+
 /* a reported object that is unpinned and unpurged again (pinned and
  * unpinned since its purge) gets an entry for its unit: the purges that
  * skipped it meanwhile may have dropped the one it had (obj-lru.c skip) */
@@ -244,14 +259,7 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
 		vr_obj_rq_push(os, (uintptr_t)o | 1, os_age(s) + os->age_base);
 		return;
 	}
-	struct vr_opage *p;
-	unsigned n;
-	obj_pages(o, &p, &n);
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_hold(&p[i]);
-	vr_obj_pages_requeue(os, p, n);
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_drop_requeued(os, &p[i]);
+	requeue_pages(os, o, false);
 }
 
 /* a handle freed unreported goes back to its free list; its page (a
@@ -260,19 +268,10 @@ static void requeue_reported(struct vr_objs *os, struct vr_obj *o)
  * that the slot's reuse cannot free it meanwhile */
 static void release_unreported(struct vr_objs *os, struct vr_obj *o)
 {
-	if (atomic_load(&o->state) & OS_LARGE) {
+	if (atomic_load(&o->state) & OS_LARGE)
 		vr_objs_release_handle(os, o);
-		return;
-	}
-	struct vr_opage *p;
-	unsigned n;
-	obj_pages(o, &p, &n);
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_hold(&p[i]);
-	vr_objs_release_handle(os, o);
-	vr_obj_pages_requeue(os, p, n);
-	for (unsigned i = 0; i < n; i++)
-		vr_opage_drop_requeued(os, &p[i]);
+	else
+		requeue_pages(os, o, true);
 }
 
 /* FORK IN A HANDLER.  A purge handler may fork (S37: no call is

@@ -232,6 +232,8 @@ void vr_obj_pages_requeue(struct vr_objs *os, struct vr_opage *p, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		vr_obj_page_requeue(os, &p[i]);
 	vr_unlock(&cl->lock);
+	for (unsigned i = 0; i < n; i++)
+		vr_opage_drop_requeued(os, &p[i]);
 }
 
 /* S21/S22 after a free (class lock held, the caller holds one pin on p):

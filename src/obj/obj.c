@@ -383,12 +383,10 @@ static int pin_small(struct vr_objs *os, struct vr_obj *o)
 	obj_gauge(os, vr_obj_log_index(), false, -(int64_t)obj_size(o));
 	return VR_INTACT;
 undo:
-	if (err < 0 && err != -EDEADLK) { /* nothing changed, but a purge may
+	if (err < 0 && err != -EDEADLK) {       /* nothing changed, but a purge may
 					   * have dropped the entry of a page
 					   * while we held it */
-		vr_obj_pages_requeue(os, p, n);
-		for (unsigned i = 0; i < n; i++)
-			vr_opage_drop_requeued(os, &p[i]);
+		vr_obj_pages_requeue(os, p, n); /* (and drops our pins) */
 	} else {
 		for (unsigned i = 0; i < n; i++)
 			vr_opage_drop(&p[i]);

@@ -481,7 +481,9 @@ void vr_slab_page_slots(const struct vr_slab *s, size_t pi, uint32_t *lo, uint32
 /* page p (class lock held, one pin held by the caller) may have become a
  * unit with another age: recompute its age and requeue it */
 void vr_obj_page_requeue(struct vr_objs *os, struct vr_opage *p) _nonnull_();
-/* the same for the n pages of one object, taking their class lock */
+/* the same for the n pages of one object, taking their class lock; the
+ * caller's pin on each, held across the requeue, is then dropped
+ * (vr_opage_drop_requeued) */
 void vr_obj_pages_requeue(struct vr_objs *os, struct vr_opage *p, unsigned n) _nonnull_();
 /* drops the caller's pin on p after a requeue, giving the page an entry
  * again if a purge dropped it meanwhile */
